@@ -1,0 +1,173 @@
+"""Gradient flow through a deep MLP, measured layer by layer with autograd hooks.
+
+Taught by docs/flow.md (Chapter 1, the chain rule is multiplication). Backpropagation multiplies
+one Jacobian per layer; whether the product vanishes or explodes is set by the activation's
+derivative times the weight matrix's gain (Glorot & Bengio 2010; He et al. 2015).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+__all__ = [
+    "ACTIVATIONS",
+    "INITS",
+    "MLPConfig",
+    "build_mlp",
+    "gradient_norms",
+    "layer_factors",
+]
+
+ACTIVATIONS = ("sigmoid", "tanh", "relu", "identity")
+INITS = ("unit", "xavier", "he", "orthogonal")
+
+
+@dataclass
+class MLPConfig:
+    depth: int = 10  # number of Linear layers
+    width: int = 64  # features in and out of every layer
+    activation: str = "sigmoid"  # one of ACTIVATIONS, applied after every Linear
+    init: str = "xavier"  # one of INITS: how the weight matrices are drawn
+    scale: float = 1.0  # multiplies every weight after init (1.0 keeps the init's own gain)
+    seed: int = 0  # seeds the weights, so two builds are identical
+
+
+def _check_config(cfg: MLPConfig) -> None:
+    if not isinstance(cfg.depth, int) or cfg.depth < 1:
+        raise ValueError(f"MLPConfig: `depth` must be an integer >= 1, got {cfg.depth!r}.")
+    if not isinstance(cfg.width, int) or cfg.width < 1:
+        raise ValueError(f"MLPConfig: `width` must be an integer >= 1, got {cfg.width!r}.")
+    if cfg.activation not in ACTIVATIONS:
+        raise ValueError(
+            f"MLPConfig: `activation` must be one of {', '.join(ACTIVATIONS)}, "
+            f"got {cfg.activation!r}."
+        )
+    if cfg.init not in INITS:
+        raise ValueError(
+            f"MLPConfig: `init` must be one of {', '.join(INITS)}, got {cfg.init!r}."
+        )
+    if not math.isfinite(cfg.scale) or cfg.scale <= 0:
+        raise ValueError(f"MLPConfig: `scale` must be positive and finite, got {cfg.scale!r}.")
+
+
+def _activation(name: str) -> nn.Module:
+    return {
+        "sigmoid": nn.Sigmoid,
+        "tanh": nn.Tanh,
+        "relu": nn.ReLU,
+        "identity": nn.Identity,
+    }[name]()
+
+
+def build_mlp(cfg: MLPConfig, *, dtype: torch.dtype = torch.float32, device=None) -> nn.Sequential:
+    """Build a bias-free MLP of `cfg.depth` (Linear, activation) blocks.
+
+    Args:
+        cfg: depth, width, activation, init, scale and seed.
+        dtype: parameter dtype.
+        device: parameter device; CPU when None.
+
+    Returns:
+        An `nn.Sequential` alternating Linear and activation modules.
+
+    Raises:
+        ValueError: a field of `cfg` is out of range.
+
+    Example:
+        >>> net = build_mlp(MLPConfig(depth=3, width=4, activation="relu", init="he"))
+        >>> len(net)
+        6
+    """
+    _check_config(cfg)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    layers: list[nn.Module] = []
+    for _ in range(cfg.depth):
+        linear = nn.Linear(cfg.width, cfg.width, bias=False, dtype=dtype, device=device)
+        w = torch.empty(cfg.width, cfg.width, dtype=torch.float64)
+        n = cfg.width
+        if cfg.init == "unit":
+            # every entry ~ N(0, 1): "weights of size one", far too large a gain for a layer
+            w.normal_(0.0, 1.0, generator=gen)
+        elif cfg.init == "xavier":
+            w.normal_(0.0, math.sqrt(2.0 / (n + n)), generator=gen)
+        elif cfg.init == "he":
+            w.normal_(0.0, math.sqrt(2.0 / n), generator=gen)
+        else:
+            # QR of a Gaussian matrix; sign fix makes the draw uniform over orthogonal matrices
+            q, r = torch.linalg.qr(torch.randn(n, n, generator=gen, dtype=torch.float64))
+            w.copy_(q * torch.sign(torch.diagonal(r)))
+        with torch.no_grad():
+            linear.weight.copy_(w * cfg.scale)  # cast to `dtype` on copy
+        layers += [linear, _activation(cfg.activation)]
+    return nn.Sequential(*layers)
+
+
+def gradient_norms(model: nn.Sequential, x: torch.Tensor, loss=None) -> torch.Tensor:
+    """Return the norm of dLoss/d(input of Linear layer k) for every Linear layer k.
+
+    The gradient is read by a tensor hook on each layer's input, registered by a forward
+    pre-hook, so it is exactly what autograd passes back through the network.
+
+    Args:
+        model: a Sequential containing Linear layers (e.g. from `build_mlp`).
+        x: the input batch, shape (batch, width).
+        loss: a function of the model output returning a scalar; `output.sum()` when None.
+
+    Returns:
+        A float64 tensor of shape (number of Linear layers,), first layer first.
+
+    Raises:
+        ValueError: the model contains no Linear layer.
+    """
+    linears = [m for m in model if isinstance(m, nn.Linear)]
+    if not linears:
+        raise ValueError("gradient_norms: `model` must contain at least one nn.Linear layer.")
+    norms: list[torch.Tensor | None] = [None] * len(linears)
+    handles = []
+
+    def pre_hook_for(k: int):
+        def pre_hook(module, args):
+            (inp,) = args
+            if inp.requires_grad:
+                inp.register_hook(lambda g: norms.__setitem__(k, g.detach().double().norm()))
+
+        return pre_hook
+
+    for k, layer in enumerate(linears):
+        handles.append(layer.register_forward_pre_hook(pre_hook_for(k)))
+    try:
+        # the input itself needs a gradient so that the first layer's hook fires
+        out = model(x.detach().requires_grad_(True))
+        value = out.sum() if loss is None else loss(out)
+        value.backward()
+    finally:
+        for h in handles:
+            h.remove()
+    return torch.stack([n if n is not None else torch.tensor(0.0, dtype=torch.float64)
+                        for n in norms])
+
+
+def layer_factors(model: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """Return each Linear layer's measured backward factor ||g_in|| / ||g_out||.
+
+    The factor of layer k is the gradient norm at its input divided by the norm one block
+    later (at the next Linear's input, or at the output for the last block): the quantity
+    whose product over layers is the whole network's gain.
+
+    Args:
+        model: a Sequential of (Linear, activation) blocks.
+        x: the input batch, shape (batch, width).
+
+    Returns:
+        A float64 tensor of shape (number of Linear layers,).
+    """
+    norms = gradient_norms(model, x)
+    # with loss = out.sum(), the gradient at the output is all ones: its norm is sqrt(numel)
+    last = [m for m in model if isinstance(m, nn.Linear)][-1]
+    out_norm = torch.tensor(float(x.shape[0] * last.out_features), dtype=torch.float64).sqrt()
+    following = torch.cat([norms[1:], out_norm.reshape(1)])
+    return norms / following

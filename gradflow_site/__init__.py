@@ -1,0 +1,4 @@
+"""Build-time helpers for the Gradient Flow guide: figures, tables, quizzes, mkdocs hooks, benchmarks.
+
+Kept apart from gradflow_ref so the reference implementation stays torch-only.
+"""

@@ -1,0 +1,142 @@
+"""MkDocs hooks: the verification stamp, page names in execution errors, local-asset check.
+
+Registered in mkdocs.yml under `hooks:`. With `strict: true`, every warning logged here fails
+the build, so a broken page is never published.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import re
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+log = logging.getLogger("mkdocs.hooks.gradflow")
+
+_current_page: str | None = None
+_stamp: str = ""
+
+
+def _commit(root: Path) -> str:
+    """Return the short commit of the checkout, with "+dirty" for uncommitted changes."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, check=True,
+                             capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return sha + ("+dirty" if dirty.strip() else "")
+
+
+class _PageNameFilter(logging.Filter):
+    """Prefix markdown-exec's execution errors with the page they come from."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = str(record.msg)
+        if _current_page and msg.startswith("Execution of") and "docs/" not in msg[:80]:
+            record.msg = f"docs/{_current_page}: {msg}"
+        return True
+
+
+def on_config(config, **kwargs):
+    global _stamp
+    import torch
+
+    root = Path(config.config_file_path).parent
+    commit = _commit(root)
+    _stamp = (
+        '<p class="gf-stamp">Every snippet, number and figure on this page was computed when '
+        f"the site was built: torch {torch.__version__}, Python {platform.python_version()}, "
+        f"commit <code>{commit}</code>.</p>"
+    )
+    config.extra["verified"] = {"torch": torch.__version__,
+                                "python": platform.python_version(), "commit": commit}
+    for handler in logging.getLogger("mkdocs").handlers:
+        if not any(isinstance(f, _PageNameFilter) for f in handler.filters):
+            handler.addFilter(_PageNameFilter())
+    return config
+
+
+def on_page_markdown(markdown, page, **kwargs):
+    global _current_page
+    _current_page = page.file.src_uri
+    return markdown
+
+
+def on_page_content(html, page, **kwargs):
+    global _current_page
+    _current_page = None
+    return html + _stamp
+
+
+class _AssetRefs(HTMLParser):
+    """Collect local asset references: script src, link href, img/source/audio/video src."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "script" and a.get("src"):
+            self.refs.append(a["src"])
+        elif tag == "link" and a.get("href") and a.get("rel") not in ("canonical", "alternate"):
+            self.refs.append(a["href"])
+        elif tag in ("img", "source", "audio", "video", "embed") and a.get("src"):
+            self.refs.append(a["src"])
+        elif tag == "object" and a.get("data"):
+            self.refs.append(a["data"])
+
+
+_CSS_URL = re.compile(r"url\(\s*['\"]?([^'\")]+)['\"]?\s*\)")
+
+
+def _is_local(ref: str) -> bool:
+    parts = urlsplit(ref)
+    return not (parts.scheme or parts.netloc or ref.startswith(("#", "data:")))
+
+
+def missing_assets(site_dir: Path, base_path: str = "/") -> list[tuple[str, str]]:
+    """Return (referring file, reference) for every local asset that the built site lacks.
+
+    Checks script, stylesheet, image and media references in every HTML page and `url(...)`
+    references (fonts, images) in every stylesheet. The strict build does not check these.
+    Absolute references (the 404 page uses them) are resolved against `base_path`, the path
+    of `site_url`.
+    """
+    base_path = "/" + base_path.strip("/") + "/" if base_path.strip("/") else "/"
+    missing = []
+    for page in sorted(site_dir.rglob("*.html")):
+        parser = _AssetRefs()
+        parser.feed(page.read_text(encoding="utf-8"))
+        refs = parser.refs
+        for ref in refs:
+            if not _is_local(ref):
+                continue
+            path = unquote(urlsplit(ref).path)
+            if path.startswith("/"):
+                rel = path[len(base_path):] if path.startswith(base_path) else path.lstrip("/")
+                target = site_dir / rel
+            else:
+                target = page.parent / path
+            if not target.exists():
+                missing.append((str(page.relative_to(site_dir)), ref))
+    for css in sorted(site_dir.rglob("*.css")):
+        for ref in _CSS_URL.findall(css.read_text(encoding="utf-8", errors="replace")):
+            if not _is_local(ref):
+                continue
+            if not (css.parent / unquote(urlsplit(ref).path)).exists():
+                missing.append((str(css.relative_to(site_dir)), ref))
+    return missing
+
+
+def on_post_build(config, **kwargs):
+    site_dir = Path(config.site_dir)
+    base_path = urlsplit(config.site_url or "/").path
+    for where, ref in missing_assets(site_dir, base_path):
+        log.warning(f"{where}: references the local asset '{ref}', which the built site lacks. "
+                    "Add the file under docs/ or fix the reference.")

@@ -1,0 +1,49 @@
+# --8<-- [start:hand_calc]
+depth = 50
+for factor in (0.9, 0.95, 1.0, 1.1):
+    print(f"{factor:<4} ** {depth} = {factor**depth:.6g}")
+# --8<-- [end:hand_calc]
+
+# --8<-- [start:chain]
+import torch
+
+from gradflow_ref.telephone import chain_gradients
+
+grads = chain_gradients(0.9, depth=50)
+print(f"layer 50 passes back {grads[-1]:.4f}")
+print(f"layer  1 passes back {grads[0]:.6f}")
+print(f"layer 1 / layer 50   {grads[0] / grads[-1]:.6f}")
+assert torch.allclose(grads[0], torch.tensor(0.9**50, dtype=torch.float64))
+# --8<-- [end:chain]
+
+# --8<-- [start:network]
+from gradflow_ref.telephone import network_gradients
+
+exact = network_gradients(0.9, depth=50, init="orthogonal")
+rough = network_gradients(0.9, depth=50, init="xavier")
+print(f"orthogonal weights x 0.9: layer 1 gets {exact[0]:.6f}  (0.9**50 = {0.9**50:.6f})")
+print(f"Gaussian weights x 0.9:   layer 1 gets {rough[0]:.6f}")
+assert torch.allclose(exact[0], torch.tensor(0.9**50, dtype=torch.float64), rtol=1e-9)
+# --8<-- [end:network]
+
+# --8<-- [start:figure]
+import matplotlib.pyplot as plt
+
+factors = (0.8, 0.9, 0.95, 1.0, 1.05, 1.1)
+fig, ax = plt.subplots()
+for factor in factors:
+    g = network_gradients(factor, depth=50, init="orthogonal")
+    ax.plot(range(1, 51), g, marker="o", markersize=2.5, label=f"factor {factor}")
+ax.set_yscale("log")
+ax.set_xlabel("layer (1 = closest to the input)")
+ax.set_ylabel("gradient norm, relative to the output")
+ax.set_title("Gradient reaching each layer of a 50-layer network")
+ax.legend(ncol=3, fontsize="small")
+# --8<-- [end:figure]
+
+# --8<-- [start:underflow]
+for dtype in (torch.float32, torch.bfloat16, torch.float16):
+    g = chain_gradients(0.5, depth=200, dtype=dtype).flip(0)
+    halvings = int((g == 0).nonzero()[0]) + 1
+    print(f"{str(dtype):<15} 0.5 ** {halvings} is stored as exactly 0")
+# --8<-- [end:underflow]
