@@ -37,7 +37,7 @@ class _PageNameFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         msg = str(record.msg)
-        if _current_page and msg.startswith("Execution of") and "docs/" not in msg[:80]:
+        if _current_page and "Execution of" in msg[:60] and "docs/" not in msg[:80]:
             record.msg = f"docs/{_current_page}: {msg}"
         return True
 

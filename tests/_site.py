@@ -1,0 +1,40 @@
+"""Build helpers shared by the site tests: run mkdocs in a subprocess and capture its log."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def mkdocs_build(site_dir: Path, config: Path | None = None, timeout: int = 240):
+    """Run `mkdocs build --strict` from the repository root; return the CompletedProcess."""
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", MPLBACKEND="Agg")
+    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)]
+    if config is not None:
+        cmd += ["--config-file", str(config)]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def child_config(tmp: Path, pages: dict[str, str], nav: list[str] | None = None,
+                 extra: str = "") -> Path:
+    """Write a config that inherits mkdocs.yml but builds `pages` (name -> Markdown) instead."""
+    docs = tmp / "docs"
+    docs.mkdir(parents=True, exist_ok=True)
+    for name, text in pages.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    nav = list(pages) if nav is None else nav
+    cfg = tmp / "mkdocs.yml"
+    cfg.write_text(
+        f"INHERIT: {ROOT / 'mkdocs.yml'}\n"
+        f"docs_dir: {docs}\n"
+        f"hooks: [{ROOT / 'gradflow_site' / 'hooks.py'}]\n"
+        "extra_css: []\nextra_javascript: []\nwatch: []\n"
+        "nav:\n" + "".join(f"  - {p}\n" for p in nav) + extra,
+        encoding="utf-8",
+    )
+    return cfg

@@ -1,0 +1,119 @@
+"""The site builds strictly, offline, reproducibly, and refuses to publish anything broken."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests._site import ROOT, child_config, mkdocs_build
+
+pytestmark = pytest.mark.build
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    result = mkdocs_build(out)
+    assert result.returncode == 0, f"strict build failed:\n{result.stdout}\n{result.stderr}"
+    return out
+
+
+def _pages(site_dir: Path) -> list[Path]:
+    return sorted(p for p in site_dir.rglob("*.html") if p.name != "404.html")
+
+
+def test_build_strict_succeeds_without_warnings(site):
+    assert (site / "index.html").exists()
+    assert (site / "telephone" / "index.html").exists()
+
+
+def test_build_is_byte_reproducible(site, tmp_path):
+    second = tmp_path / "again"
+    result = mkdocs_build(second)
+    assert result.returncode == 0, result.stderr
+    files = sorted(p.relative_to(site) for p in site.rglob("*") if p.suffix in (".html", ".svg"))
+    assert files, "no HTML or SVG in the build"
+    differ = [str(f) for f in files if (site / f).read_bytes() != (second / f).read_bytes()]
+    assert not differ, f"two clean builds differ in: {differ}"
+
+
+def test_every_page_carries_the_verification_stamp(site):
+    for page in _pages(site):
+        html = page.read_text(encoding="utf-8")
+        assert 'class="gf-stamp"' in html, f"{page} has no verification stamp"
+        assert f"torch {torch.__version__}" in html, f"{page} stamp lacks the torch version"
+        assert re.search(r"commit <code>([0-9a-f]{12}(\+dirty)?|unknown)", html), page
+
+
+def test_pages_make_no_third_party_request(site):
+    # every src/href that loads something must be local; links (<a href>) may point anywhere
+    loads = re.compile(r"<(?:script|img|iframe|source)\b[^>]*\bsrc=\"(https?:)?//|"
+                       r"<link\b(?![^>]*rel=\"(?:canonical|alternate)\")[^>]*\bhref=\"(https?:)?//")
+    for page in _pages(site):
+        html = page.read_text(encoding="utf-8")
+        match = loads.search(html)
+        assert match is None, f"{page} loads a third-party asset: {match.group(0)}"
+        assert "fonts.googleapis" not in html and "fonts.gstatic" not in html, page
+        # Material's bundle would fetch mermaid from a CDN for such a block
+        assert 'class="mermaid"' not in html, f"{page} has a mermaid diagram"
+
+
+def test_math_is_rendered_by_self_hosted_katex(site):
+    html = (site / "telephone" / "index.html").read_text(encoding="utf-8")
+    assert 'class="arithmatex"' in html
+    assert "assets/vendor/katex/katex.min.js" in html
+    for font in re.findall(r"url\((fonts/[^)]+)\)",
+                           (site / "assets/vendor/katex/katex.min.css").read_text()):
+        assert (site / "assets/vendor/katex" / font).exists(), font
+
+
+def test_search_splits_code_identifiers(site):
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    separator = re.compile(index["config"]["separator"])
+    assert [t for t in separator.split("torch.sigmoid") if t] == ["torch", "sigmoid"]
+    assert [t for t in separator.split("GradScaler") if t] == ["Grad", "Scaler"]
+    text = " ".join(doc["text"] for doc in index["docs"])
+    assert "chain_gradients" in text
+
+
+def test_chapter_figures_are_inline_svg_with_text_alternative(site):
+    html = (site / "telephone" / "index.html").read_text(encoding="utf-8")
+    figures = re.findall(r'<figure class="gf-figure"><svg role="img" aria-label="([^"]+)"', html)
+    assert figures and all(len(alt) > 40 for alt in figures)
+
+
+def test_executed_output_contains_no_traceback(site):
+    for page in _pages(site):
+        html = page.read_text(encoding="utf-8")
+        assert "Traceback (most recent call last)" not in html, page
+
+
+def test_build_fails_and_names_the_page_for_broken_input(tmp_path):
+    pages = {
+        "index.md": "# Home\n\n[a link to nowhere](nowhere.md) and [a bad anchor](#no-such)\n",
+        "raises.md": '# Raises\n\n```python exec="1"\nraise RuntimeError("boom in a snippet")\n```\n',
+        "asset.md": '# Asset\n\n<img src="missing-figure.png" alt="missing">\n',
+    }
+    cfg = child_config(tmp_path, pages, nav=["index.md", "raises.md", "asset.md", "gone.md"])
+    result = mkdocs_build(tmp_path / "out", config=cfg)
+    log = result.stdout + result.stderr
+    assert result.returncode != 0, "a strict build with broken pages passed"
+    assert "docs/raises.md: markdown_exec: Execution of python code block" in log
+    assert "boom in a snippet" in log
+    assert "nowhere.md" in log and "index.md" in log
+    assert "no-such" in log
+    assert "asset/index.html: references the local asset 'missing-figure.png'" in log
+    assert "gone.md" in log
+    assert "Aborted with" in log
+
+
+def test_build_fails_on_a_missing_snippet_section(tmp_path):
+    page = '# S\n\n```python exec="1"\n--8<-- "snippets/telephone.py:no_such_section"\n```\n'
+    cfg = child_config(tmp_path, {"index.md": page})
+    result = mkdocs_build(tmp_path / "out", config=cfg)
+    assert result.returncode != 0
+    assert "no_such_section" in result.stdout + result.stderr

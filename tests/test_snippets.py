@@ -1,0 +1,46 @@
+"""Every snippet file runs as a script, warnings as errors, and its sections are well formed."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests._site import ROOT
+
+SNIPPETS = sorted((ROOT / "snippets").glob("*.py"))
+MARKER = re.compile(r"^(\s*)# --8<-- \[(start|end):([A-Za-z0-9_\-]+)\]\s*$")
+
+
+@pytest.mark.parametrize("path", SNIPPETS, ids=lambda p: p.name)
+def test_snippet_runs_as_a_script(path):
+    env = dict(os.environ, MPLBACKEND="Agg", PYTHONWARNINGS="error")
+    result = subprocess.run([sys.executable, "-W", "error", str(path)], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, f"{path.name} failed:\n{result.stdout}\n{result.stderr}"
+    assert result.stdout.strip(), f"{path.name} printed nothing: its sections print results"
+
+
+@pytest.mark.parametrize("path", SNIPPETS, ids=lambda p: p.name)
+def test_snippet_sections_are_balanced_top_level_and_unique(path):
+    open_name, seen = None, []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        m = MARKER.match(line)
+        if not m:
+            continue
+        indent, kind, name = m.groups()
+        where = f"{path.name}:{n}"
+        assert not indent, f"{where}: section markers must be top level (no indentation)"
+        if kind == "start":
+            assert open_name is None, f"{where}: '{name}' starts inside '{open_name}'"
+            assert name not in seen, f"{where}: section '{name}' is defined twice"
+            open_name = name
+            seen.append(name)
+        else:
+            assert open_name == name, f"{where}: end of '{name}' but '{open_name}' is open"
+            open_name = None
+    assert open_name is None, f"{path.name}: section '{open_name}' never ends"
+    assert seen, f"{path.name} has no named sections"
