@@ -1,0 +1,155 @@
+"""Benchmark the guide's build and tests; print the figures the issues set budgets for.
+
+Run with `make bench` (or `python -m gradflow_site.bench`). It measures, on this machine:
+a clean strict build, the time `mkdocs serve` takes to show a prose-only edit, the whole test
+suite, and the size of every page (HTML, and the inline SVG inside it). Nothing is timed inside
+the test suite; these are figures to read, with the budgets printed beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = dict(os.environ, NO_MKDOCS_2_WARNING="1", MPLBACKEND="Agg")
+COPY = ["docs", "snippets", "gradflow_ref", "gradflow_site", "mkdocs.yml", "matplotlibrc"]
+
+
+def _copy_tree(dest: Path) -> None:
+    for name in COPY:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.exists():
+            shutil.copy2(src, dest / name)
+
+
+def clean_build(site_dir: Path) -> float:
+    """Return the wall time of a strict build into an empty `site_dir`, in seconds."""
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
+                             "--site-dir", str(site_dir)], cwd=ROOT, env=ENV,
+                            capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if result.returncode != 0:
+        sys.exit(f"bench: the strict build failed:\n{result.stdout}\n{result.stderr}")
+    return elapsed
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.read().decode("utf-8", errors="replace")
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def serve_edit_latency(page: str = "telephone", timeout: float = 300) -> tuple[float, float]:
+    """Return (first build, seconds from a prose-only edit to the page served with it).
+
+    Runs `mkdocs serve` on a copy of the sources, waits for the page, appends one sentence to
+    docs/<page>.md and polls the served page until the sentence appears.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        _copy_tree(work)
+        port = _free_port()
+        base = urlsplit(_site_url()).path.rstrip("/")
+        url = f"http://127.0.0.1:{port}{base}/{page}/"
+        proc = subprocess.Popen([sys.executable, "-m", "mkdocs", "serve", "--dev-addr",
+                                 f"127.0.0.1:{port}", "--no-livereload"], cwd=work, env=ENV,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            start = time.perf_counter()
+            while _get(url) is None:
+                if time.perf_counter() - start > timeout or proc.poll() is not None:
+                    sys.exit("bench: mkdocs serve did not come up")
+                time.sleep(0.1)
+            first = time.perf_counter() - start
+            marker = f"Benchmark edit {time.time_ns()}."
+            md = work / "docs" / f"{page}.md"
+            md.write_text(md.read_text(encoding="utf-8") + f"\n{marker}\n", encoding="utf-8")
+            edited = time.perf_counter()
+            while marker not in (_get(url) or ""):
+                if time.perf_counter() - edited > timeout:
+                    sys.exit("bench: the edit never appeared in the served page")
+                time.sleep(0.05)
+            return first, time.perf_counter() - edited
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def _site_url() -> str:
+    match = re.search(r"^site_url:\s*(\S+)", (ROOT / "mkdocs.yml").read_text(), re.M)
+    return match.group(1) if match else "/"
+
+
+def test_suite() -> tuple[float, str]:
+    """Return (seconds, pytest's closing line) for the whole test suite."""
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                            cwd=ROOT, env=ENV, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    lines = [ln for ln in result.stdout.strip().splitlines() if ln.strip()]
+    return elapsed, (lines[-1] if lines else f"pytest exited {result.returncode}")
+
+
+def page_sizes(site_dir: Path) -> list[tuple[str, int, int]]:
+    """Return (page, HTML bytes, inline SVG bytes within it) for every built page."""
+    rows = []
+    for html in sorted(site_dir.rglob("index.html")):
+        text = html.read_text(encoding="utf-8")
+        svg = sum(len(m.encode()) for m in re.findall(r"<svg\b.*?</svg>", text, re.S))
+        name = str(html.parent.relative_to(site_dir)) if html.parent != site_dir else "(home)"
+        rows.append((name, html.stat().st_size, svg))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skip-tests", action="store_true", help="do not time the test suite")
+    parser.add_argument("--skip-serve", action="store_true", help="do not time serve rebuilds")
+    args = parser.parse_args(argv)
+
+    print(f"Gradient Flow benchmark on {os.cpu_count()} cores, Python {sys.version.split()[0]}")
+    with tempfile.TemporaryDirectory() as tmp:
+        site = Path(tmp) / "site"
+        build = clean_build(site)
+        print(f"clean strict build            {build:6.1f} s   (budget 30 s)")
+        if not args.skip_serve:
+            first, edit = serve_edit_latency()
+            print(f"serve: first build            {first:6.1f} s")
+            print(f"serve: prose edit -> visible  {edit:6.1f} s")
+        if not args.skip_tests:
+            seconds, summary = test_suite()
+            print(f"test suite                    {seconds:6.1f} s   (budget 60 s)  {summary}")
+        print()
+        print(f"{'page':<20}{'HTML KiB':>10}{'inline SVG KiB':>16}")
+        total = 0
+        for name, html, svg in page_sizes(site):
+            total += html
+            print(f"{name:<20}{html / 1024:>10.1f}{svg / 1024:>16.1f}")
+        print(f"{'all pages':<20}{total / 1024:>10.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+# --8<-- [start:sigmoid_slope]
+import torch
+
+z = torch.linspace(-6, 6, 1201, dtype=torch.float64, requires_grad=True)
+torch.sigmoid(z).sum().backward()
+peak = z.grad.max()
+print(f"largest sigmoid derivative {peak:.4f} at z = {z[z.grad.argmax()]:.2f}")
+assert torch.isclose(peak, torch.tensor(0.25, dtype=torch.float64))
+# --8<-- [end:sigmoid_slope]
+
+# --8<-- [start:hand_calc]
+w = 0.5
+x = torch.tensor(0.0, dtype=torch.float64, requires_grad=True)
+a, acts = x, []
+for layer in range(3):
+    a = torch.sigmoid(w * a)
+    a.retain_grad()
+    acts.append(a)
+a.backward()
+for k, act in enumerate(acts, 1):
+    print(f"dL/da{k} = {act.grad:.5f}")
+print(f"dL/dx  = {x.grad:.5f}")
+print(f"best case, every factor 0.25 x {w}: {(0.25 * w) ** 3:.5f}")
+# --8<-- [end:hand_calc]
+
+# --8<-- [start:mlp]
+from gradflow_ref.flow import MLPConfig, build_mlp, gradient_norms
+
+torch.manual_seed(0)
+x = torch.randn(32, 64)
+for activation, init in [("sigmoid", "xavier"), ("relu", "he")]:
+    net = build_mlp(MLPConfig(depth=20, width=64, activation=activation, init=init))
+    g = gradient_norms(net, x)
+    print(f"{activation:<7} {init:<6} layer 20: {g[-1]:9.3e}   layer 1: {g[0]:9.3e}")
+# --8<-- [end:mlp]
+
+# --8<-- [start:figure]
+import matplotlib.pyplot as plt
+
+scales = [0.25 * 1.25**i for i in range(19)]
+by_scale = {}
+fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
+for activation, init, style in [("sigmoid", "xavier", "o-"), ("tanh", "xavier", "s-"),
+                                ("relu", "he", "^-")]:
+    g = gradient_norms(build_mlp(MLPConfig(depth=40, activation=activation, init=init)), x)
+    left.plot(range(1, 41), g / g[-1], style, markersize=3, label=f"{activation}, {init} init")
+    at_layer_1 = []
+    for s in scales:
+        g = gradient_norms(build_mlp(MLPConfig(depth=20, activation=activation, init=init,
+                                               scale=s)), x)
+        at_layer_1.append(g[0] / g[-1])
+    by_scale[activation] = at_layer_1
+    right.plot(scales, at_layer_1, style, markersize=3)
+left.set_yscale("log")
+left.set_xlabel("layer of a 40-layer MLP")
+left.set_ylabel("gradient norm / last layer's")
+left.set_title("Across depth, at the init's own scale")
+right.set_xscale("log")
+right.set_xlabel("multiplier on the init's weights")
+right.set_title("Layer 1 of a 20-layer MLP")
+right.axvline(1.0, color="grey", linewidth=0.8, linestyle=":")
+right.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
+left.legend(fontsize="small")
+# --8<-- [end:figure]
+
+# --8<-- [start:what_controls]
+from gradflow_ref.flow import layer_factors
+
+torch.manual_seed(1)
+factors = []
+for width, std in [(16, 0.35), (256, 0.0875), (256, 0.35)]:
+    net = build_mlp(MLPConfig(depth=12, width=width, activation="relu", init="he",
+                              scale=std / (2 / width) ** 0.5))
+    w_std = torch.cat([p.flatten() for p in net.parameters()]).std()
+    predicted = std * width**0.5 / 2**0.5
+    measured = layer_factors(net, torch.randn(64, width))[:-1].log().mean().exp()
+    factors.append(measured.item())
+    print(f"width {width:>3}  weight std {w_std:.4f}  predicted factor {predicted:.2f}"
+          f"  measured {measured:.2f}")
+# --8<-- [end:what_controls]
+
+# --8<-- [start:relu_unit]
+ratios = {}
+for init in ("unit", "he"):
+    g = gradient_norms(build_mlp(MLPConfig(depth=20, width=64, activation="relu", init=init)), x)
+    ratios[init] = (g[0] / g[-1]).item()
+    print(f"relu, {init:<4} init: layer 1 gets {ratios[init]:.3e} x the last layer's gradient")
+assert ratios["unit"] > 1e6 * ratios["he"]
+# --8<-- [end:relu_unit]
