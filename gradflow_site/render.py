@@ -69,7 +69,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]],
     return "\n".join(lines) + "\n"
 
 
-def quiz(question: str, choices: Sequence[tuple[str, str]], answer: int) -> str:
+def quiz(question: str, choices: Sequence[tuple[str, str]], answer: int,
+         title: str = "Question") -> str:
     """Return a quiz as Markdown: the question, then one collapsible block per choice.
 
     Each choice opens to its feedback, which says whether it is right and explains why, so a
@@ -79,6 +80,7 @@ def quiz(question: str, choices: Sequence[tuple[str, str]], answer: int) -> str:
         question: the question (Markdown).
         choices: (choice text, explanation) pairs; the explanation is shown when opened.
         answer: index of the correct choice.
+        title: the block's title.
 
     Raises:
         ValueError: fewer than two choices, or `answer` out of range.
@@ -89,7 +91,7 @@ def quiz(question: str, choices: Sequence[tuple[str, str]], answer: int) -> str:
         raise ValueError(
             f"quiz: `answer` must index `choices` (0..{len(choices) - 1}), got {answer!r}."
         )
-    out = ['!!! question "Check your understanding"', "", f"    {question}", ""]
+    out = [f'!!! question "{title}"', "", f"    {question}", ""]
     for i, (text, why) in enumerate(choices):
         verdict = "**Correct.**" if i == answer else "**Not this one.**"
         title = f"{chr(65 + i)}. {text}".replace('"', "&quot;")
