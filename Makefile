@@ -40,5 +40,5 @@ lock:  ## regenerate requirements.txt from requirements.in in a fresh environmen
 	{ sed -n '1,3p' requirements.txt; .lock-venv/bin/pip freeze | sed -E 's/^torch==([0-9.]+)\+cpu$$/torch==\1/'; } > requirements.lock.tmp
 	mv requirements.lock.tmp requirements.txt && rm -rf .lock-venv
 
-clean:  ## remove the built site and caches (keeps .venv)
-	rm -rf site .pytest_cache build *.egg-info
+clean:  ## remove the built site, the execution cache and test caches (keeps .venv)
+	rm -rf site .cache .pytest_cache build *.egg-info

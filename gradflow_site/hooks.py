@@ -46,6 +46,9 @@ def on_config(config, **kwargs):
     global _stamp
     import torch
 
+    from gradflow_site import exec_cache
+
+    exec_cache.install()
     root = Path(config.config_file_path).parent
     commit = _commit(root)
     _stamp = (
@@ -61,16 +64,46 @@ def on_config(config, **kwargs):
     return config
 
 
+def on_pre_build(config, **kwargs):
+    from gradflow_site import exec_cache
+
+    exec_cache.start_build(Path(config.config_file_path).parent)
+
+
 def on_page_markdown(markdown, page, **kwargs):
     global _current_page
     _current_page = page.file.src_uri
     return markdown
 
 
-def on_page_content(html, page, **kwargs):
+_MD_LINK = re.compile(r'href="(?![a-z][a-z0-9+.-]*:|/|#)([^"#?]+\.md)((?:#[^"]*)?)"')
+
+
+def _rewrite_md_links(html: str, page, files) -> str:
+    """Point links to .md files in executed output at the built pages.
+
+    MkDocs rewrites the links it sees in the Markdown source, but markdown-exec renders printed
+    Markdown separately, so a link printed by a block would still say `loss_scaling.md`.
+    """
+    import posixpath
+
+    def fix(match: re.Match) -> str:
+        target, anchor = match.group(1), match.group(2)
+        src = posixpath.normpath(posixpath.join(posixpath.dirname(page.file.src_uri), target))
+        file = files.get_file_from_path(src)
+        if file is None:
+            log.warning(f"docs/{page.file.src_uri}: executed output links to '{target}', "
+                        "which is not a page of the site. Fix the link in the code block.")
+            return match.group(0)
+        return f'href="{file.url_relative_to(page.file)}{anchor}"'
+
+    return _MD_LINK.sub(fix, html)
+
+
+def on_page_content(html, page, files, **kwargs):
     global _current_page
     _current_page = None
-    return html + _stamp
+    return _rewrite_md_links(html, page, files) + _stamp
 
 
 class _AssetRefs(HTMLParser):
@@ -135,6 +168,10 @@ def missing_assets(site_dir: Path, base_path: str = "/") -> list[tuple[str, str]
 
 
 def on_post_build(config, **kwargs):
+    from gradflow_site import exec_cache
+
+    hits, misses = exec_cache.stats()
+    log.info(f"executed blocks: {misses} run, {hits} from the cache (.cache/exec)")
     site_dir = Path(config.site_dir)
     base_path = urlsplit(config.site_url or "/").path
     for where, ref in missing_assets(site_dir, base_path):

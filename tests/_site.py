@@ -10,9 +10,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def mkdocs_build(site_dir: Path, config: Path | None = None, timeout: int = 240):
-    """Run `mkdocs build --strict` from the repository root; return the CompletedProcess."""
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", MPLBACKEND="Agg")
+def mkdocs_build(site_dir: Path, config: Path | None = None, timeout: int = 240,
+                 cache: bool = False):
+    """Run `mkdocs build --strict` from the repository root; return the CompletedProcess.
+
+    The execution cache is off unless `cache` is true: tests build clean, as CI does.
+    """
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", MPLBACKEND="Agg",
+               GRADFLOW_EXEC_CACHE="1" if cache else "0")
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)]
     if config is not None:
         cmd += ["--config-file", str(config)]

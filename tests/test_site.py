@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import pytest
 import torch
@@ -117,3 +119,62 @@ def test_build_fails_on_a_missing_snippet_section(tmp_path):
     result = mkdocs_build(tmp_path / "out", config=cfg)
     assert result.returncode != 0
     assert "no_such_section" in result.stdout + result.stderr
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if a.get("id"):
+            self.ids.add(a["id"])
+        if a.get("name"):
+            self.ids.add(a["name"])
+        if tag == "a" and a.get("href") is not None:
+            self.hrefs.append(a["href"])
+
+
+def broken_links(site_dir: Path) -> list[str]:
+    """Return 'page -> href' for every internal link or anchor the built site cannot satisfy."""
+    parsed: dict[Path, _Links] = {}
+
+    def parse(path: Path) -> _Links:
+        if path not in parsed:
+            parsed[path] = _Links()
+            parsed[path].feed(path.read_text(encoding="utf-8"))
+        return parsed[path]
+
+    broken = []
+    for page in sorted(site_dir.rglob("*.html")):
+        if page.name == "404.html":
+            continue  # its links are absolute to the deployed site, checked on other pages
+        for href in parse(page).hrefs:
+            parts = urlsplit(href)
+            if parts.scheme or parts.netloc or href.startswith(("mailto:", "javascript:")):
+                continue
+            target = (page.parent / unquote(parts.path)).resolve() if parts.path else page
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.exists():
+                broken.append(f"{page.relative_to(site_dir)} -> {href} (no such file)")
+            elif parts.fragment and target.suffix == ".html":
+                if unquote(parts.fragment) not in parse(target).ids:
+                    broken.append(f"{page.relative_to(site_dir)} -> {href} (no such anchor)")
+    return broken
+
+
+def test_no_broken_internal_links_or_anchors(site):
+    assert broken_links(site) == []
+
+
+def test_link_checker_finds_a_broken_file_and_anchor(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "index.html").write_text('<h2 id="here">x</h2>', encoding="utf-8")
+    (tmp_path / "index.html").write_text(
+        '<a href="a/#here">ok</a><a href="a/#gone">bad anchor</a><a href="b/">bad page</a>'
+        '<a href="https://example.org/">external</a>', encoding="utf-8")
+    assert broken_links(tmp_path) == ["index.html -> a/#gone (no such anchor)",
+                                      "index.html -> b/ (no such file)"]

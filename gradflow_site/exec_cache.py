@@ -1,0 +1,130 @@
+"""A result cache for markdown-exec's Python blocks, and a clean start for every page session.
+
+markdown-exec re-runs every block on every build and `mkdocs serve` rebuild. This module wraps
+its Python runner so that a block's printed output is reused when nothing it could depend on has
+changed. The key of a block is a hash of:
+
+- every earlier block of the same session in this build, and the block itself (so a changed
+  block invalidates everything after it on the page),
+- the source of gradflow_ref and gradflow_site, and matplotlibrc (snippet text is already in
+  the blocks, expanded by pymdownx.snippets before markdown-exec sees it),
+- the versions of Python, torch, matplotlib, numpy and markdown-exec.
+
+On a miss, the session is reset and its earlier blocks are re-run silently before the block
+itself, so a partly cached page computes exactly what a clean build computes. Every session
+starts from fixed random seeds whether or not the cache is on, so a page never depends on the
+pages built before it. Set GRADFLOW_EXEC_CACHE=0 to turn the cache off (the tests and CI do).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import random
+from importlib import metadata
+from pathlib import Path
+
+__all__ = ["install", "start_build", "stats"]
+
+_state: dict = {"root": None, "dir": None, "fingerprint": "", "sessions": {}, "installed": False,
+                "hits": 0, "misses": 0}
+
+
+def _enabled() -> bool:
+    return os.environ.get("GRADFLOW_EXEC_CACHE", "1").lower() not in ("0", "off", "false", "no")
+
+
+def _fingerprint(root: Path) -> str:
+    h = hashlib.sha256()
+    for package in ("python", "torch", "matplotlib", "numpy", "markdown-exec"):
+        version = platform.python_version() if package == "python" else metadata.version(package)
+        h.update(f"{package}={version}\n".encode())
+    files = [root / "matplotlibrc"]
+    for folder in ("gradflow_ref", "gradflow_site"):
+        files += sorted((root / folder).rglob("*.py"))
+    for path in files:
+        if path.exists():
+            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _seed() -> None:
+    import numpy
+    import torch
+
+    random.seed(0)
+    numpy.random.seed(0)
+    torch.manual_seed(0)
+
+
+def start_build(root: Path) -> None:
+    """Reset per-build state; call once before each build (on_pre_build)."""
+    _state["root"] = root
+    _state["dir"] = root / ".cache" / "exec"
+    _state["fingerprint"] = _fingerprint(root) if _enabled() else ""
+    _state["sessions"] = {}
+    _state["hits"] = _state["misses"] = 0
+
+
+def stats() -> tuple[int, int]:
+    """Return (hits, misses) of the current build."""
+    return _state["hits"], _state["misses"]
+
+
+def install() -> None:
+    """Wrap markdown-exec's Python runner (idempotent)."""
+    if _state["installed"]:
+        return
+    from markdown_exec._internal.formatters import python as mx
+
+    original = mx._run_python
+
+    def run(code: str, returncode=None, session=None, id=None, **extra):  # noqa: A002
+        if session is None:
+            return _cached(lambda: original(code, returncode, session, id, **extra), [code])[1]
+        entry = _state["sessions"].setdefault(session, {"codes": [], "live": 0})
+        if not entry["codes"]:
+            # first block of the session in this build: start from a clean, seeded state
+            mx._sessions_globals[session].clear()
+            _seed()
+        history = entry["codes"] + [code]
+
+        def compute() -> str:
+            if entry["live"] < len(entry["codes"]):
+                # earlier blocks came from the cache: rebuild the session's state first
+                mx._sessions_globals[session].clear()
+                _seed()
+                for earlier in entry["codes"]:
+                    original(earlier, None, session, None)
+            return original(code, returncode, session, id, **extra)
+
+        hit, output = _cached(compute, history)
+        entry["codes"].append(code)
+        if not hit:
+            entry["live"] = len(entry["codes"])
+        return output
+
+    mx._run_python = run
+    _state["installed"] = True
+
+
+def _cached(compute, history: list[str]) -> tuple[bool, str]:
+    """Return (hit, output) for the block that ends `history`, computing it on a miss."""
+    if not _enabled() or _state["dir"] is None:
+        _state["misses"] += 1
+        return False, compute()
+    h = hashlib.sha256(_state["fingerprint"].encode())
+    for code in history:
+        h.update(b"\0block\0" + code.encode())
+    path = _state["dir"] / f"{h.hexdigest()}.out"
+    if path.exists():
+        _state["hits"] += 1
+        return True, path.read_text(encoding="utf-8")
+    _state["misses"] += 1
+    output = compute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(output, encoding="utf-8")
+    tmp.replace(path)
+    return False, output
