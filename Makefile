@@ -8,7 +8,7 @@ HOST   ?= 127.0.0.1:8000
 export NO_MKDOCS_2_WARNING := 1
 export MPLBACKEND := Agg
 
-.PHONY: help env serve build test bench lock clean
+.PHONY: help env serve build offline test bench lock clean
 
 help:  ## list the tasks
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/'
@@ -28,6 +28,12 @@ serve: $(STAMP)  ## build the site strictly, then serve it at http://$(HOST)/ wi
 build: $(STAMP)  ## build the site strictly into site/
 	$(BIN)/mkdocs build --strict
 
+offline: $(STAMP)  ## build a copy for reading without a server: gradient-flow-offline.zip
+	rm -rf build/offline gradient-flow-offline.zip
+	OFFLINE=true $(BIN)/mkdocs build --strict --site-dir build/offline
+	cd build && $(abspath $(BIN))/python -m zipfile -c ../gradient-flow-offline.zip offline
+	@echo "Unzip gradient-flow-offline.zip and open offline/index.html in a browser."
+
 test: $(STAMP)  ## run the whole test suite (snippets, reference vs torch, strict site build)
 	$(BIN)/python -m pytest
 
@@ -41,4 +47,4 @@ lock:  ## regenerate requirements.txt from requirements.in in a fresh environmen
 	mv requirements.lock.tmp requirements.txt && rm -rf .lock-venv
 
 clean:  ## remove the built site, the execution cache and test caches (keeps .venv)
-	rm -rf site .cache .pytest_cache build *.egg-info
+	rm -rf site .cache .pytest_cache build *.egg-info gradient-flow-offline.zip
