@@ -3,10 +3,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+NODE_STAMP := node_modules/.installed-stamp
 HOST   ?= 127.0.0.1:8000
 
 export NO_MKDOCS_2_WARNING := 1
 export MPLBACKEND := Agg
+export OMP_NUM_THREADS := 1
 
 .PHONY: help env serve build offline test bench lock clean
 
@@ -19,7 +21,12 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
-env: $(STAMP)  ## create or update the virtual environment in .venv
+# axe-core for the accessibility tests; without npm those tests skip (and fail under CI)
+$(NODE_STAMP): package.json package-lock.json
+	@if command -v npm >/dev/null; then npm ci --silent --no-audit --no-fund && touch $@; \
+	else echo "npm not found: the accessibility tests will be skipped"; fi
+
+env: $(STAMP) $(NODE_STAMP)  ## create or update .venv (and node_modules for the browser tests)
 
 serve: $(STAMP)  ## build the site strictly, then serve it at http://$(HOST)/ with live reload
 	$(BIN)/mkdocs build --strict --quiet
@@ -34,7 +41,7 @@ offline: $(STAMP)  ## build a copy for reading without a server: gradient-flow-o
 	cd build && $(abspath $(BIN))/python -m zipfile -c ../gradient-flow-offline.zip offline
 	@echo "Unzip gradient-flow-offline.zip and open offline/index.html in a browser."
 
-test: $(STAMP)  ## run the whole test suite (snippets, reference vs torch, strict site build)
+test: $(STAMP) $(NODE_STAMP)  ## run the whole test suite (snippets, reference vs torch, build, browser)
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)  ## print clean/rebuild build times, test-suite time and page sizes
@@ -43,7 +50,7 @@ bench: $(STAMP)  ## print clean/rebuild build times, test-suite time and page si
 lock:  ## regenerate requirements.txt from requirements.in in a fresh environment
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/pip install --quiet -r requirements.in
-	{ sed -n '1,3p' requirements.txt; .lock-venv/bin/pip freeze | sed -E 's/^torch==([0-9.]+)\+cpu$$/torch==\1/'; } > requirements.lock.tmp
+	{ sed -n '1,3p' requirements.txt; .lock-venv/bin/pip freeze --all | grep -v '^pip==' | sed -E 's/^torch==([0-9.]+)\+cpu$$/torch==\1/'; } > requirements.lock.tmp
 	mv requirements.lock.tmp requirements.txt && rm -rf .lock-venv
 
 clean:  ## remove the built site, the execution cache and test caches (keeps .venv)

@@ -48,6 +48,9 @@ def on_config(config, **kwargs):
 
     from gradflow_site import exec_cache
 
+    # one intra-op thread: faster for the guide's tiny models on a shared machine, and the
+    # printed numbers do not depend on how many cores the build machine has
+    torch.set_num_threads(1)
     exec_cache.install()
     root = Path(config.config_file_path).parent
     commit = _commit(root)

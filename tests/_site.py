@@ -16,7 +16,7 @@ def mkdocs_build(site_dir: Path, config: Path | None = None, timeout: int = 240,
 
     The execution cache is off unless `cache` is true: tests build clean, as CI does.
     """
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", MPLBACKEND="Agg",
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", MPLBACKEND="Agg", OMP_NUM_THREADS="1",
                GRADFLOW_EXEC_CACHE="1" if cache else "0")
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)]
     if config is not None:

@@ -16,14 +16,6 @@ from tests._site import ROOT, child_config, mkdocs_build
 pytestmark = pytest.mark.build
 
 
-@pytest.fixture(scope="session")
-def site(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("site")
-    result = mkdocs_build(out)
-    assert result.returncode == 0, f"strict build failed:\n{result.stdout}\n{result.stderr}"
-    return out
-
-
 def _pages(site_dir: Path) -> list[Path]:
     return sorted(p for p in site_dir.rglob("*.html") if p.name != "404.html")
 
