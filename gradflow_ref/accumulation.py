@@ -1,0 +1,477 @@
+"""Gradient accumulation: sum micro-batch gradients into one optimizer step, alone or under DDP.
+
+Taught in docs/accumulation.md. The divisor and the no_sync() pattern follow Karpathy's
+build-nanogpt (train_gpt2.py); DistributedDataParallel is Li et al., "PyTorch Distributed:
+Experiences on Accelerating Data Parallel Training" (VLDB 2020).
+"""
+
+import contextlib
+import datetime
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gradflow_ref.clipping import clip_grad_norm_
+
+__all__ = [
+    "TaskConfig",
+    "make_model",
+    "make_micro_batches",
+    "split_micro_batches",
+    "accumulate_grad_",
+    "big_batch_grad_",
+    "flat_grad",
+    "grad_accum_steps",
+    "divisor_bug_update_ratio",
+    "NoiseCurve",
+    "gradient_noise",
+    "DDPResult",
+    "ddp_accumulation",
+]
+
+MicroBatch = tuple[torch.Tensor, torch.Tensor]  # x: (tokens, d_in) float, y: (tokens,) int64
+_NORMALIZATIONS = ("global", "micro_mean", "none")
+
+
+@dataclass
+class TaskConfig:
+    d_in: int = 8  # features per token
+    hidden: int = 16  # width of the MLP's one hidden layer
+    n_classes: int = 5  # classes each token is labelled with (a tiny vocabulary)
+    dtype: torch.dtype = torch.float64  # float64 makes "equal" mean equal to ~1e-16
+    teacher_seed: int = 1234  # the fixed rule every token's label is drawn from
+
+
+def make_model(cfg: TaskConfig = TaskConfig(), seed: int = 0) -> nn.Module:
+    """Build the tiny token classifier used throughout the chapter, identically for a given seed."""
+    gen = torch.Generator().manual_seed(seed)
+    model = nn.Sequential(nn.Linear(cfg.d_in, cfg.hidden), nn.Tanh(),
+                          nn.Linear(cfg.hidden, cfg.n_classes)).to(cfg.dtype)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=cfg.dtype) / math.sqrt(p.shape[-1]))
+    return model
+
+
+def make_micro_batches(token_counts: Sequence[int], cfg: TaskConfig = TaskConfig(),
+                       seed: int = 0) -> list[MicroBatch]:
+    """Draw one micro-batch per entry of `token_counts`: random tokens, labels from a teacher.
+
+    The labels are sampled from softmax(x @ W) with one fixed W (`cfg.teacher_seed`), so every
+    seed draws from the same task and the full-data gradient is far from zero.
+
+    Raises:
+        ValueError: `token_counts` is empty or holds a count below 1.
+    """
+    if len(token_counts) < 1 or any(int(n) < 1 for n in token_counts):
+        raise ValueError(f"make_micro_batches: `token_counts` must hold at least one count and "
+                         f"every count must be >= 1, got {list(token_counts)}.")
+    teacher = torch.randn(cfg.d_in, cfg.n_classes, dtype=cfg.dtype,
+                          generator=torch.Generator().manual_seed(cfg.teacher_seed))
+    gen = torch.Generator().manual_seed(seed)
+    batches = []
+    for n in token_counts:
+        x = torch.randn(int(n), cfg.d_in, generator=gen, dtype=cfg.dtype)
+        y = torch.multinomial(torch.softmax(x @ teacher, dim=-1), 1, generator=gen).squeeze(1)
+        batches.append((x, y))
+    return batches
+
+
+def split_micro_batches(x: torch.Tensor, y: torch.Tensor, accum_steps: int) -> list[MicroBatch]:
+    """Split one batch into `accum_steps` micro-batches of (nearly) equal token counts.
+
+    Raises:
+        ValueError: `accum_steps` is below 1 or above the number of tokens (an empty micro-batch).
+    """
+    if isinstance(accum_steps, bool) or not isinstance(accum_steps, int) or not (
+            1 <= accum_steps <= len(x)):
+        raise ValueError(f"split_micro_batches: `accum_steps` must be an int from 1 to the "
+                         f"batch's {len(x)} tokens, got {accum_steps!r}.")
+    return list(zip(x.tensor_split(accum_steps), y.tensor_split(accum_steps)))
+
+
+def _check_micro_batches(micro_batches, func: str) -> list[MicroBatch]:
+    micro_batches = list(micro_batches)
+    if not micro_batches:
+        raise ValueError(f"{func}: `micro_batches` must hold at least one micro-batch "
+                         "(accumulation steps >= 1), got none.")
+    for i, (x, y) in enumerate(micro_batches):
+        if len(x) == 0 or len(x) != len(y):
+            raise ValueError(f"{func}: `micro_batches[{i}]` must hold >= 1 token with one label "
+                             f"each, got {len(x)} tokens and {len(y)} labels; drop empty "
+                             "micro-batches (their mean loss is nan).")
+    return micro_batches
+
+
+def accumulate_grad_(model: nn.Module, micro_batches: Sequence[MicroBatch],
+                     normalization: str = "global", max_norm: float | None = None,
+                     clip: str = "once") -> torch.Tensor:
+    """Zero the grads, then run forward and backward on each micro-batch, summing into `.grad`.
+
+    Each micro-batch's summed token loss is divided by a normalizer before backward:
+    "global": the token count of all micro-batches together (equals the big batch, always);
+    "micro_mean": its own token count times the number of micro-batches (build-nanogpt's
+    `loss / grad_accum_steps`; equals the big batch only when all counts are equal);
+    "none": its own token count only (the missing-divisor bug).
+
+    Args:
+        model: any module mapping x (tokens, d_in) to logits (tokens, n_classes).
+        micro_batches: the (x, y) pairs of one optimizer step.
+        normalization: "global", "micro_mean" or "none", as above.
+        max_norm: clip the global gradient norm to this; None for no clipping.
+        clip: "once" clips after the last micro-batch; "each" after every backward (a bug).
+
+    Returns:
+        The value of the objective whose gradient is now in `.grad` (a detached scalar).
+
+    Raises:
+        ValueError: no micro-batches, an empty micro-batch, or an unknown option.
+
+    Example:
+        >>> model, batches = make_model(), make_micro_batches([8, 8, 8, 8])
+        >>> loss = accumulate_grad_(model, batches)          # == big_batch_grad_(model, batches)
+    """
+    func = "accumulate_grad_"
+    micro_batches = _check_micro_batches(micro_batches, func)
+    if normalization not in _NORMALIZATIONS:
+        raise ValueError(f"{func}: `normalization` must be one of {_NORMALIZATIONS}, "
+                         f"got {normalization!r}.")
+    if clip not in ("once", "each"):
+        raise ValueError(f"{func}: `clip` must be 'once' or 'each', got {clip!r}.")
+    steps = len(micro_batches)
+    total_tokens = sum(len(x) for x, _ in micro_batches)
+    model.zero_grad(set_to_none=True)
+    objective = 0.0
+    for x, y in micro_batches:
+        divisor = {"global": total_tokens, "micro_mean": len(x) * steps, "none": len(x)}
+        loss = F.cross_entropy(model(x), y, reduction="sum") / divisor[normalization]
+        loss.backward()  # adds into .grad: the sum over micro-batches is built here
+        objective += loss.detach()
+        if max_norm is not None and clip == "each":
+            clip_grad_norm_(model.parameters(), max_norm)
+    if max_norm is not None and clip == "once":
+        clip_grad_norm_(model.parameters(), max_norm)
+    return objective
+
+
+def big_batch_grad_(model: nn.Module, micro_batches: Sequence[MicroBatch],
+                    max_norm: float | None = None) -> torch.Tensor:
+    """Zero the grads, then run one forward and backward on all micro-batches concatenated.
+
+    Returns:
+        The mean token loss of the big batch (a detached scalar).
+    """
+    micro_batches = _check_micro_batches(micro_batches, "big_batch_grad_")
+    x = torch.cat([x for x, _ in micro_batches])
+    y = torch.cat([y for _, y in micro_batches])
+    model.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(model(x), y)  # mean over every token of the step
+    loss.backward()
+    if max_norm is not None:
+        clip_grad_norm_(model.parameters(), max_norm)
+    return loss.detach()
+
+
+def flat_grad(model: nn.Module) -> torch.Tensor:
+    """Return all parameter gradients as one flat vector (zeros where `.grad` is None)."""
+    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                      for p in model.parameters()])
+
+
+def grad_accum_steps(total_batch_size: int, micro_batch_size: int, seq_len: int,
+                     world_size: int = 1) -> int:
+    """Return the micro-steps per optimizer step so that B * T * world_size * steps = total.
+
+    Args:
+        total_batch_size: tokens per optimizer step (build-nanogpt: 524288 = 2**19).
+        micro_batch_size: sequences per micro-batch on one rank (B).
+        seq_len: tokens per sequence (T).
+        world_size: data-parallel ranks, each adding B * T tokens per micro-step.
+
+    Raises:
+        ValueError: an argument is below 1, or the total is not a multiple of B * T * world_size.
+    """
+    args = {"total_batch_size": total_batch_size, "micro_batch_size": micro_batch_size,
+            "seq_len": seq_len, "world_size": world_size}
+    for name, value in args.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"grad_accum_steps: `{name}` must be an int >= 1, got {value!r}.")
+    per_micro_step = micro_batch_size * seq_len * world_size
+    if total_batch_size % per_micro_step:
+        raise ValueError(f"grad_accum_steps: `total_batch_size` must be a multiple of "
+                         f"micro_batch_size * seq_len * world_size = {per_micro_step}, got "
+                         f"{total_batch_size}; the accumulation steps would be "
+                         f"{total_batch_size / per_micro_step:.3f}.")
+    return total_batch_size // per_micro_step
+
+
+def divisor_bug_update_ratio(optimizer: str, accum_steps: int = 8, steps: int = 1,
+                             max_norm: float | None = None, micro_batch_tokens: int = 16,
+                             cfg: TaskConfig = TaskConfig(), seed: int = 0) -> float:
+    """Return |change of the weights| without the divisor over the same with it.
+
+    Both runs start from the same weights and see the same micro-batches; only the loss
+    normalization differs ("none" vs "micro_mean").
+
+    Args:
+        optimizer: "sgd" (lr 0.1) or "adamw" (lr 1e-3, torch's other defaults).
+        accum_steps: micro-batches per optimizer step.
+        steps: optimizer steps taken.
+        max_norm: clip the accumulated gradient to this first; None for no clipping.
+        micro_batch_tokens: tokens per micro-batch.
+        cfg: the task.
+        seed: weights and data.
+
+    Raises:
+        ValueError: unknown `optimizer`, or `accum_steps` / `steps` below 1.
+    """
+    func = "divisor_bug_update_ratio"
+    if optimizer not in ("sgd", "adamw"):
+        raise ValueError(f"{func}: `optimizer` must be 'sgd' or 'adamw', got {optimizer!r}.")
+    if accum_steps < 1 or steps < 1:
+        raise ValueError(f"{func}: `accum_steps` and `steps` must be >= 1, "
+                         f"got {accum_steps} and {steps}.")
+    moved = []
+    for normalization in ("none", "micro_mean"):
+        model = make_model(cfg, seed)
+        start = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        opt = (torch.optim.SGD(model.parameters(), lr=0.1) if optimizer == "sgd"
+               else torch.optim.AdamW(model.parameters(), lr=1e-3))
+        for step in range(steps):
+            batches = make_micro_batches([micro_batch_tokens] * accum_steps, cfg, seed + 1 + step)
+            accumulate_grad_(model, batches, normalization, max_norm)
+            opt.step()
+        end = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        moved.append(torch.linalg.vector_norm(end - start))
+    return (moved[0] / moved[1]).item()
+
+
+@dataclass
+class NoiseCurve:
+    ns: list[int]  # micro-batches accumulated per optimizer step
+    rel_error: list[float]  # RMS |accumulated grad - full-data grad| / |full-data grad|, per N
+    reference: list[float]  # rel_error[0] * sqrt(ns[0] / N): the 1/sqrt(N) law through point 0
+
+
+def gradient_noise(ns: Sequence[int] = (1, 2, 4, 8, 16), micro_batch_tokens: int = 4,
+                   n_seeds: int = 24, pool_tokens: int = 4096, cfg: TaskConfig = TaskConfig(),
+                   seed: int = 0) -> NoiseCurve:
+    """Measure how far the accumulated gradient lands from the full-data gradient, per N.
+
+    Micro-batches are drawn with replacement from a fixed pool of tokens; for each N the error
+    is averaged over `n_seeds` draws. Independent draws predict a fall of 1/sqrt(N).
+
+    Raises:
+        ValueError: an N below 1, or fewer than 2 seeds.
+    """
+    if not ns or any(int(n) < 1 for n in ns) or n_seeds < 2:
+        raise ValueError(f"gradient_noise: every entry of `ns` must be >= 1 and `n_seeds` >= 2, "
+                         f"got ns={list(ns)}, n_seeds={n_seeds}.")
+    model = make_model(cfg, seed)
+    pool = make_micro_batches([pool_tokens], cfg, seed)
+    big_batch_grad_(model, pool)
+    full = flat_grad(model).clone()
+    x, y = pool[0]
+    gen = torch.Generator().manual_seed(seed + 1)
+    rel_error = []
+    for n in ns:
+        sq = 0.0
+        for _ in range(n_seeds):
+            idx = torch.randint(0, pool_tokens, (int(n), micro_batch_tokens), generator=gen)
+            accumulate_grad_(model, [(x[i], y[i]) for i in idx])
+            sq += (torch.linalg.vector_norm(flat_grad(model) - full) ** 2).item()
+        rel_error.append(math.sqrt(sq / n_seeds) / torch.linalg.vector_norm(full).item())
+    reference = [rel_error[0] * math.sqrt(ns[0] / n) for n in ns]
+    return NoiseCurve(list(ns), rel_error, reference)
+
+
+# ---------------------------------------------------------------------------------------------
+# Distributed accumulation: real processes, gloo on the loopback interface, DDP with no_sync().
+
+
+@dataclass
+class DDPResult:
+    world_size: int  # ranks (processes), each on the CPU
+    accum_steps: int  # micro-batches per rank per optimizer step
+    tokens: int  # tokens in the global batch: world_size * accum_steps * micro_batch_tokens
+    max_abs_diff: float  # max |DDP grad (no_sync) - single-process big-batch grad|
+    max_abs_diff_sync_every_step: float  # the same, syncing on every micro-step
+    rank_disagreement: float  # max |grad on rank 0 - grad on any other rank| after the step
+    allreduces_no_sync: int  # gradient all-reduces per optimizer step with no_sync()
+    allreduces_sync_every_step: int  # gradient all-reduces per optimizer step without it
+    seconds: float  # wall time, process start-up included
+    output: str = field(default="", repr=False)  # the ranks' stdout and stderr ("" when clean)
+
+    @property
+    def allreduces_saved(self) -> int:
+        return self.allreduces_sync_every_step - self.allreduces_no_sync
+
+
+class _HookState:
+    def __init__(self):
+        self.calls = 0  # one call per gradient bucket all-reduced
+
+
+def _counting_allreduce_hook(state: _HookState, bucket):
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    state.calls += 1
+    return allreduce_hook(None, bucket)  # DDP's own default: all-reduce, divide by world size
+
+
+def _ddp_worker() -> None:
+    """Run one rank; launched by ddp_accumulation as `python -c` with torchrun's variables."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    spec = json.loads(os.environ["GRADFLOW_DDP_SPEC"])
+    timeout = datetime.timedelta(seconds=spec["timeout_s"])
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                          is_master=False, timeout=timeout)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size,
+                            timeout=timeout)
+    try:
+        steps, tokens = spec["accum_steps"], spec["micro_batch_tokens"]
+        batches = make_micro_batches([tokens] * (world_size * steps), seed=spec["seed"])
+        mine = batches[rank * steps:(rank + 1) * steps]  # each rank sees its own data
+        out = {}
+        for mode in ("no_sync", "sync_every_step"):
+            model = DDP(make_model(seed=spec["seed"]))
+            state = _HookState()
+            model.register_comm_hook(state, _counting_allreduce_hook)
+            for k, (x, y) in enumerate(mine):
+                skip_sync = mode == "no_sync" and k < steps - 1
+                with model.no_sync() if skip_sync else contextlib.nullcontext():
+                    loss = F.cross_entropy(model(x), y) / steps  # DDP then averages over ranks
+                    loss.backward()
+            out[mode] = {"grad": flat_grad(model.module), "allreduces": state.calls}
+        torch.save(out, os.path.join(spec["out_dir"], f"rank{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+def _loopback_interface() -> str | None:
+    names = [name for _, name in socket.if_nameindex()]
+    return next((n for n in ("lo", "lo0") if n in names), None)
+
+
+def ddp_accumulation(world_size: int = 2, accum_steps: int = 4, micro_batch_tokens: int = 8,
+                     seed: int = 0, timeout_s: float = 60.0) -> DDPResult:
+    """Accumulate under DistributedDataParallel in `world_size` real processes and check it.
+
+    Each rank runs `accum_steps` micro-batches, once syncing only on the last (`no_sync()` on
+    the others) and once syncing on every micro-step; a comm hook counts the all-reduces. The
+    ranks are separate Python processes started like torchrun starts them (RANK, WORLD_SIZE,
+    MASTER_ADDR, MASTER_PORT), talking over gloo on 127.0.0.1 only; this process hosts their
+    rendezvous store and computes the single-process big batch to compare with.
+
+    Args:
+        world_size: processes to start (ranks).
+        accum_steps: micro-batches per rank per optimizer step.
+        micro_batch_tokens: tokens per micro-batch.
+        seed: weights and data, the same on every rank and here.
+        timeout_s: give up (and kill the ranks) after this many seconds.
+
+    Returns:
+        A DDPResult with the max gradient difference and the all-reduce counts.
+
+    Raises:
+        ValueError: an argument below 1, or a non-positive timeout.
+        RuntimeError: a rank failed or the ranks did not finish in time (stderr included).
+    """
+    import torch.distributed as dist
+
+    func = "ddp_accumulation"
+    for name, value in {"world_size": world_size, "accum_steps": accum_steps,
+                        "micro_batch_tokens": micro_batch_tokens}.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{func}: `{name}` must be an int >= 1, got {value!r}.")
+    if not timeout_s > 0:
+        raise ValueError(f"{func}: `timeout_s` must be positive, got {timeout_s!r}.")
+    if not dist.is_available() or not dist.is_gloo_available():
+        raise RuntimeError(f"{func}: this torch build has no gloo backend; install a torch "
+                           "build with torch.distributed support.")
+    start = time.perf_counter()
+    # port 0: the OS picks a free port, so two runs at once cannot collide
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=timeout_s))
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with tempfile.TemporaryDirectory() as out_dir:
+        spec = {"accum_steps": accum_steps, "micro_batch_tokens": micro_batch_tokens,
+                "seed": seed, "timeout_s": timeout_s, "out_dir": out_dir}
+        # without PYTHONWARNINGS a rank's warning lands in `output` instead of killing the rank
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+        env.update(WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(store.port), OMP_NUM_THREADS="1",
+                   GRADFLOW_DDP_SPEC=json.dumps(spec),
+                   PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]))
+        if (loopback := _loopback_interface()) is not None:
+            env["GLOO_SOCKET_IFNAME"] = loopback  # gloo's data connections on loopback too
+        code = "from gradflow_ref.accumulation import _ddp_worker; _ddp_worker()"
+        logs, procs = [], []
+        try:
+            for rank in range(world_size):
+                logs.append(open(os.path.join(out_dir, f"rank{rank}.log"), "w+"))
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-c", code], env=dict(env, RANK=str(rank),
+                                                           LOCAL_RANK=str(rank)),
+                    stdout=logs[-1], stderr=subprocess.STDOUT))
+            deadline = start + timeout_s
+            for proc in procs:
+                proc.wait(timeout=max(deadline - time.perf_counter(), 0.01))
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            text = []
+            for log in logs:
+                log.seek(0)
+                text.append(log.read())
+                log.close()
+        output = "".join(text)
+        codes = [proc.returncode for proc in procs]
+        if any(codes) or len(procs) < world_size:
+            raise RuntimeError(f"{func}: the ranks exited with codes {codes} (negative: killed "
+                               f"after timeout_s={timeout_s}); their output ends with:\n"
+                               f"{output[-2000:]}")
+        ranks = [torch.load(os.path.join(out_dir, f"rank{r}.pt")) for r in range(world_size)]
+    del store
+
+    cfg = TaskConfig()
+    model = make_model(cfg, seed)
+    big_batch_grad_(model, make_micro_batches([micro_batch_tokens] * (world_size * accum_steps),
+                                              cfg, seed))
+    reference = flat_grad(model)
+
+    def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+        return (a - b).abs().max().item()
+
+    first = ranks[0]
+    return DDPResult(
+        world_size=world_size,
+        accum_steps=accum_steps,
+        tokens=world_size * accum_steps * micro_batch_tokens,
+        max_abs_diff=max_diff(first["no_sync"]["grad"], reference),
+        max_abs_diff_sync_every_step=max_diff(first["sync_every_step"]["grad"], reference),
+        rank_disagreement=max(max_diff(r[m]["grad"], first[m]["grad"])
+                              for r in ranks for m in ("no_sync", "sync_every_step")),
+        allreduces_no_sync=first["no_sync"]["allreduces"],
+        allreduces_sync_every_step=first["sync_every_step"]["allreduces"],
+        seconds=time.perf_counter() - start,
+        output=output,
+    )

@@ -1,0 +1,265 @@
+"""Gradient clipping: cap the global gradient norm (or each element) before the optimizer step.
+
+Taught in docs/clipping.md. Norm clipping follows Pascanu, Mikolov and Bengio, "On the difficulty
+of training recurrent neural networks" (ICML 2013). Same names, signatures and results as
+`torch.nn.utils` (`clip_grad_norm_`, `clip_grad_value_`, `get_total_norm`, `clip_grads_with_norm_`),
+with stricter input checks.
+"""
+
+import math
+import numbers
+import types
+import warnings
+from collections.abc import Iterable
+
+import torch
+
+__all__ = [
+    "get_total_norm",
+    "clip_grads_with_norm_",
+    "clip_grad_norm_",
+    "clip_grad_value_",
+    "angle_between",
+]
+
+# Device types with fused foreach kernels (torch: the foreach-kernel devices plus the CPU).
+_FOREACH_DEVICES = ("cpu", "cuda", "xpu", "mtia")
+
+
+def _as_list(tensors, func: str, name: str) -> list[torch.Tensor]:
+    if isinstance(tensors, torch.Tensor):
+        return [tensors]
+    if not isinstance(tensors, Iterable):
+        raise TypeError(
+            f"{func}: `{name}` must be a Tensor or an iterable of Tensors, "
+            f"got {type(tensors).__name__}."
+        )
+    is_generator = isinstance(tensors, types.GeneratorType)
+    tensors = list(tensors)  # a generator can be read once: keep it for the second pass
+    for t in tensors:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(
+                f"{func}: `{name}` must hold only Tensors, got an element of type "
+                f"{type(t).__name__}."
+            )
+    if is_generator and not tensors:
+        # torch warns the same way: the usual cause is a generator that was already consumed
+        warnings.warn(f"{func}: `{name}` is an empty generator, no gradient clipping will occur.",
+                      UserWarning, stacklevel=3)
+    return tensors
+
+
+def _positive_finite(value, func: str, name: str, fix: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, torch.Tensor)):
+        raise TypeError(f"{func}: `{name}` must be a number, got {type(value).__name__}.")
+    value = float(value)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{func}: `{name}` must be positive and finite, got {value}; {fix}")
+    return value
+
+
+_MAX_NORM_FIX = "pass the largest total gradient norm to let through, e.g. 1.0."
+_CLIP_VALUE_FIX = "pass the largest absolute gradient element to let through, e.g. 1.0."
+
+
+def _norm_type(norm_type, func: str) -> float:
+    if isinstance(norm_type, bool) or not isinstance(norm_type, (numbers.Real, str)):
+        raise TypeError(f"{func}: `norm_type` must be a number or 'inf', "
+                        f"got {type(norm_type).__name__}.")
+    try:
+        p = float(norm_type)  # accepts 2, 2.0, 'inf', float('inf') like torch
+    except ValueError:
+        p = math.nan
+    if not (p >= 0):  # rejects negative p, -inf and nan, which are not norms
+        raise ValueError(f"{func}: `norm_type` must be a number p >= 0 or 'inf', "
+                         f"got {norm_type!r}; use 2.0 (Euclidean) unless you need another.")
+    return p
+
+
+def _use_foreach(tensors: list[torch.Tensor], device: torch.device, foreach, func: str) -> bool:
+    supported = device.type in _FOREACH_DEVICES
+    if foreach is None:
+        return supported and all(type(t) is torch.Tensor for t in tensors)
+    if foreach and not supported:
+        raise RuntimeError(f"{func}: `foreach=True` needs a device with foreach kernels, got "
+                           f"{device.type} tensors; pass foreach=None or False.")
+    return bool(foreach)
+
+
+def _groups(tensors: list[torch.Tensor]) -> dict[tuple, list[torch.Tensor]]:
+    # same grouping and order as torch, so the norm of norms sums in the same order
+    groups: dict[tuple, list[torch.Tensor]] = {}
+    for t in tensors:
+        groups.setdefault((t.device, t.dtype), []).append(t)
+    return groups
+
+
+@torch.no_grad()
+def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None) -> torch.Tensor:
+    """Return the p-norm of all `tensors` viewed as one vector (the norm of their norms).
+
+    Args:
+        tensors: a Tensor or an iterable of Tensors (usually gradients).
+        norm_type: p >= 0, or 'inf' / float('inf') for the max-norm.
+        error_if_nonfinite: raise if the total norm is nan or inf.
+        foreach: use torch's fused foreach kernels; None picks them where the device has them.
+
+    Returns:
+        A 0-dim tensor on the first tensor's device; tensor(0.) when there are no tensors.
+
+    Raises:
+        TypeError: `tensors` is not a Tensor or an iterable of Tensors.
+        ValueError: `norm_type` is not p >= 0 or inf.
+        RuntimeError: the total norm is non-finite and `error_if_nonfinite` is True.
+    """
+    func = "get_total_norm"
+    tensors = _as_list(tensors, func, "tensors")
+    return _total_norm(tensors, _norm_type(norm_type, func), error_if_nonfinite, foreach, func)
+
+
+def _total_norm(tensors: list[torch.Tensor], p: float, error_if_nonfinite: bool, foreach,
+                func: str) -> torch.Tensor:
+    if not tensors:
+        return torch.tensor(0.0)
+    norms: list[torch.Tensor] = []
+    for (device, _), group in _groups(tensors).items():
+        if _use_foreach(group, device, foreach, func):
+            norms.extend(torch._foreach_norm(group, p))
+        else:
+            norms.extend(torch.linalg.vector_norm(t, p) for t in group)
+    first_device = tensors[0].device
+    total = torch.linalg.vector_norm(torch.stack([n.to(first_device) for n in norms]), p)
+    if error_if_nonfinite and not torch.isfinite(total):
+        raise RuntimeError(f"{func}: the total gradient norm (order {p}) is {total.item()} and "
+                           "`error_if_nonfinite` is True, so the gradients cannot be clipped; "
+                           "find the step that produced nan/inf, or pass "
+                           "error_if_nonfinite=False to scale by it anyway.")
+    return total
+
+
+@torch.no_grad()
+def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None) -> None:
+    """Scale every `.grad` in place by min(1, max_norm / (total_norm + 1e-6)).
+
+    Args:
+        parameters: a Tensor or an iterable of Tensors; those whose `.grad` is None are skipped.
+        max_norm: the largest total norm let through; positive and finite.
+        total_norm: the precomputed total norm (a 0-dim tensor), e.g. from get_total_norm.
+        foreach: use torch's fused foreach kernels; None picks them where the device has them.
+
+    Raises:
+        TypeError: `parameters` is not a Tensor or an iterable of Tensors.
+        ValueError: `max_norm` is not positive and finite.
+    """
+    func = "clip_grads_with_norm_"
+    parameters = _as_list(parameters, func, "parameters")
+    max_norm = _positive_finite(max_norm, func, "max_norm", _MAX_NORM_FIX)
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return
+    # 1e-6 keeps a zero norm finite; the clamp means clipping never scales gradients up. Both
+    # stay tensors, so there is no host sync and no branch on the device's value.
+    clip_coef = torch.clamp(max_norm / (total_norm + 1e-6), max=1.0)
+    for (device, _), group in _groups(grads).items():
+        coef = clip_coef.to(device)
+        if _use_foreach(group, device, foreach, func):
+            torch._foreach_mul_(group, coef)
+        else:
+            for g in group:
+                g.mul_(coef)
+
+
+@torch.no_grad()
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False,
+                    foreach=None) -> torch.Tensor:
+    """Clip the global gradient norm of `parameters` to `max_norm`, in place.
+
+    The norm is taken over all gradients at once, as if concatenated into one vector, so every
+    gradient is scaled by the same factor and the update keeps its direction.
+
+    Args:
+        parameters: a Tensor or an iterable of Tensors (a generator is fine: it is read once);
+            those whose `.grad` is None are skipped.
+        max_norm: the largest total norm let through; positive and finite.
+        norm_type: p >= 0, or 'inf' / float('inf') for the max-norm.
+        error_if_nonfinite: raise instead of clipping when the total norm is nan or inf.
+        foreach: use torch's fused foreach kernels; None picks them where the device has them.
+
+    Returns:
+        The total norm before clipping (0-dim tensor), as torch.nn.utils.clip_grad_norm_ does.
+
+    Raises:
+        TypeError: `parameters` is not a Tensor or an iterable of Tensors.
+        ValueError: `max_norm` is not positive and finite, or `norm_type` is not p >= 0 or inf.
+        RuntimeError: the total norm is non-finite and `error_if_nonfinite` is True.
+
+    Example:
+        >>> w = torch.zeros(2, requires_grad=True)
+        >>> w.grad = torch.tensor([3.0, 4.0])
+        >>> clip_grad_norm_([w], max_norm=1.0)
+        tensor(5.)
+        >>> w.grad
+        tensor([0.6000, 0.8000])
+    """
+    func = "clip_grad_norm_"
+    parameters = _as_list(parameters, func, "parameters")
+    max_norm = _positive_finite(max_norm, func, "max_norm", _MAX_NORM_FIX)
+    order = _norm_type(norm_type, func)
+    grads = [p.grad for p in parameters if p.grad is not None]
+    total_norm = _total_norm(grads, order, error_if_nonfinite, foreach, func)
+    clip_grads_with_norm_(parameters, max_norm, total_norm, foreach)
+    return total_norm
+
+
+@torch.no_grad()
+def clip_grad_value_(parameters, clip_value, foreach=None) -> None:
+    """Clamp every gradient element to [-clip_value, clip_value], in place.
+
+    Unlike clip_grad_norm_, each element is cut on its own, so the direction can change.
+
+    Args:
+        parameters: a Tensor or an iterable of Tensors; those whose `.grad` is None are skipped.
+        clip_value: the largest absolute value let through; positive and finite.
+        foreach: use torch's fused foreach kernels; None picks them where the device has them.
+
+    Raises:
+        TypeError: `parameters` is not a Tensor or an iterable of Tensors.
+        ValueError: `clip_value` is not positive and finite.
+    """
+    func = "clip_grad_value_"
+    parameters = _as_list(parameters, func, "parameters")
+    clip_value = _positive_finite(clip_value, func, "clip_value", _CLIP_VALUE_FIX)
+    grads = [p.grad for p in parameters if p.grad is not None]
+    for (device, _), group in _groups(grads).items():
+        if _use_foreach(group, device, foreach, func):
+            torch._foreach_clamp_min_(group, -clip_value)
+            torch._foreach_clamp_max_(group, clip_value)
+        else:
+            for g in group:
+                g.clamp_(min=-clip_value, max=clip_value)
+
+
+@torch.no_grad()
+def angle_between(u: torch.Tensor, v: torch.Tensor) -> float:
+    """Return the angle in degrees between `u` and `v`, each flattened to one vector.
+
+    Args:
+        u: a tensor, e.g. the gradient before clipping.
+        v: a tensor with as many elements, e.g. the gradient after clipping.
+
+    Returns:
+        The angle in [0, 180], computed in float64.
+
+    Raises:
+        ValueError: the sizes differ, or either vector is zero (no direction).
+    """
+    u, v = u.detach().reshape(-1).double(), v.detach().reshape(-1).double()
+    if u.numel() != v.numel():
+        raise ValueError(f"angle_between: `u` and `v` must have as many elements, "
+                         f"got {u.numel()} and {v.numel()}.")
+    nu, nv = torch.linalg.vector_norm(u), torch.linalg.vector_norm(v)
+    if nu == 0 or nv == 0:
+        raise ValueError("angle_between: `u` and `v` must be non-zero, got a zero vector; "
+                         "a zero vector has no direction.")
+    cos = torch.clamp(torch.dot(u, v) / (nu * nv), -1.0, 1.0)
+    return math.degrees(math.acos(cos.item()))
