@@ -1,0 +1,226 @@
+"""Training-memory calculator: weights, master weights, gradients, optimizer states, activations.
+
+Taught in docs/pipeline.md. Activations follow Korthikanti et al. 2022, "Reducing Activation
+Recomputation in Large Transformer Models" (arXiv:2205.05198): sbh(34 + 5as/h) bytes per layer
+for 16-bit activations with dropout. `GPT` is the layer layout that formula counts, small enough
+to measure on a CPU.
+"""
+
+import math
+from dataclasses import dataclass, fields
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = [
+    "MemoryConfig",
+    "MemoryBreakdown",
+    "parameter_count",
+    "layer_activation_bytes",
+    "activation_bytes",
+    "training_memory",
+    "GPT",
+]
+
+_STATES = {"adamw": 2, "adam": 2, "sgd_momentum": 1, "sgd": 0}
+_CHECKPOINTING = ("none", "selective", "full")
+
+
+@dataclass
+class MemoryConfig:
+    n_layers: int = 12  # transformer layers, L
+    hidden: int = 768  # hidden size, h
+    n_heads: int = 12  # attention heads, a
+    seq_len: int = 1024  # sequence length, s
+    micro_batch: int = 1  # sequences per micro-batch, b
+    vocab: int = 50257  # vocabulary size, v
+    n_params: int | None = None  # parameter count; None derives it from the shape (GPT layout)
+    param_dtype: torch.dtype = torch.bfloat16  # weights the forward and backward use
+    master_dtype: torch.dtype | None = torch.float32  # master copy for the update; None: no copy
+    grad_dtype: torch.dtype = torch.bfloat16  # gradients
+    optimizer: str = "adamw"  # "adamw"/"adam" (2 states), "sgd_momentum" (1), "sgd" (0)
+    state_dtype: torch.dtype = torch.float32  # optimizer states
+    activation_dtype: torch.dtype = torch.bfloat16  # activations saved for backward
+    dropout: bool = True  # dropout layers present: their masks and outputs are stored
+    mask_bytes: int = 1  # per dropout-mask element: 1 = CUDA's bool mask; CPU keeps the dtype's
+    stores_scores: bool = True  # attention keeps its a*s*s scores (False: fused/flash attention)
+    checkpointing: str = "none"  # "none", "selective" (recompute attention core), "full"
+
+
+@dataclass
+class MemoryBreakdown:
+    weights: int  # bytes, parameters in param_dtype
+    master_weights: int  # bytes, master copy (0 without one)
+    gradients: int  # bytes
+    optimizer_states: int  # bytes
+    activations: int  # bytes, peak held for backward under the config's checkpointing
+
+    @property
+    def total(self) -> int:
+        return sum(getattr(self, f.name) for f in fields(self))
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)} | {"total": self.total}
+
+
+def _check(cfg):
+    for name in ("n_layers", "hidden", "n_heads", "seq_len", "micro_batch", "vocab", "mask_bytes"):
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"MemoryConfig: `{name}` must be a positive int, got {value!r}.")
+    if cfg.hidden % cfg.n_heads:
+        raise ValueError(
+            f"MemoryConfig: `hidden` ({cfg.hidden}) must be divisible by `n_heads` "
+            f"({cfg.n_heads}); pick a head count that divides it."
+        )
+    if cfg.optimizer not in _STATES:
+        raise ValueError(
+            f"MemoryConfig: `optimizer` must be one of {sorted(_STATES)}, got {cfg.optimizer!r}."
+        )
+    if cfg.checkpointing not in _CHECKPOINTING:
+        raise ValueError(
+            f"MemoryConfig: `checkpointing` must be one of {_CHECKPOINTING}, "
+            f"got {cfg.checkpointing!r}."
+        )
+    if cfg.n_params is not None and cfg.n_params < 1:
+        raise ValueError(f"MemoryConfig: `n_params` must be positive or None, got {cfg.n_params}.")
+
+
+def parameter_count(cfg: MemoryConfig) -> int:
+    """Return `cfg.n_params`, or the GPT layout's count: L(12h^2 + 13h) + vh + sh + 2h.
+
+    Per layer: QKV 3h^2+3h, output projection h^2+h, MLP 8h^2+5h, two LayerNorms 4h. Plus token
+    and learned position embeddings (the output head shares the token embedding) and a final
+    LayerNorm.
+    """
+    _check(cfg)
+    if cfg.n_params is not None:
+        return cfg.n_params
+    h = cfg.hidden
+    return cfg.n_layers * (12 * h * h + 13 * h) + cfg.vocab * h + cfg.seq_len * h + 2 * h
+
+
+def layer_activation_bytes(cfg: MemoryConfig, stores_scores: bool | None = None) -> int:
+    """Return the bytes one layer saves for backward (Korthikanti et al. 2022, section 4.1).
+
+    Stored values, in elements: attention 5sbh (LayerNorm output, Q, K, V, projection input)
+    plus as^2b softmax output (and as^2b dropout output), MLP 9sbh, LayerNorm inputs 2sbh; each
+    dropout keeps a mask of `mask_bytes` per element. At 2 bytes with 1-byte masks and dropout:
+    sbh(34 + 5as/h).
+    """
+    _check(cfg)
+    s, b, h, a = cfg.seq_len, cfg.micro_batch, cfg.hidden, cfg.n_heads
+    scores = cfg.stores_scores if stores_scores is None else stores_scores
+    drop = int(cfg.dropout)
+    sbh, ass = s * b * h, a * s * s * b * int(scores)
+    values = 16 * sbh + (1 + drop) * ass
+    masks = drop * (2 * sbh + ass)
+    return values * cfg.activation_dtype.itemsize + masks * cfg.mask_bytes
+
+
+def activation_bytes(cfg: MemoryConfig, checkpointing: str | None = None) -> int:
+    """Return the peak activation bytes of one micro-batch: L layers plus embedding and head.
+
+    "none": every layer's activations. "selective": the attention core (softmax, dropout,
+    scores times V) is recomputed, leaving sbh*34 at 16 bits. "full": only each layer's input
+    (sbh values) is kept, plus one layer's full activations while it is recomputed. Outside the
+    layers: the embedding dropout mask (sbh), final LayerNorm and head inputs (2sbh values) and
+    the FP32 log-probabilities of the loss (4sbv bytes).
+    """
+    _check(cfg)
+    mode = cfg.checkpointing if checkpointing is None else checkpointing
+    if mode not in _CHECKPOINTING:
+        raise ValueError(
+            f"activation_bytes: `checkpointing` must be one of {_CHECKPOINTING}, got {mode!r}."
+        )
+    sb, h, item = cfg.seq_len * cfg.micro_batch, cfg.hidden, cfg.activation_dtype.itemsize
+    outside = int(cfg.dropout) * sb * h * cfg.mask_bytes + 2 * sb * h * item + 4 * sb * cfg.vocab
+    if mode == "none":
+        layers = cfg.n_layers * layer_activation_bytes(cfg)
+    elif mode == "selective":
+        layers = cfg.n_layers * layer_activation_bytes(cfg, stores_scores=False)
+    else:
+        layers = cfg.n_layers * sb * h * item + layer_activation_bytes(cfg)
+    return layers + outside
+
+
+def training_memory(cfg: MemoryConfig) -> MemoryBreakdown:
+    """Return the training memory of one data-parallel rank, component by component, in bytes.
+
+    Args:
+        cfg: the model shape, micro-batch, precisions, optimizer and checkpointing mode.
+
+    Returns:
+        A MemoryBreakdown (weights, master_weights, gradients, optimizer_states, activations).
+
+    Raises:
+        ValueError: a non-positive size, heads not dividing hidden, or an unknown option.
+
+    Example:
+        >>> m = training_memory(MemoryConfig(n_params=7_000_000_000))
+        >>> (m.weights + m.master_weights + m.gradients + m.optimizer_states) / 7e9
+        16.0
+    """
+    p = parameter_count(cfg)
+    master = p * cfg.master_dtype.itemsize if cfg.master_dtype is not None else 0
+    return MemoryBreakdown(
+        weights=p * cfg.param_dtype.itemsize,
+        master_weights=master,
+        gradients=p * cfg.grad_dtype.itemsize,
+        optimizer_states=p * _STATES[cfg.optimizer] * cfg.state_dtype.itemsize,
+        activations=activation_bytes(cfg),
+    )
+
+
+class _Block(nn.Module):
+    """Pre-LayerNorm GPT layer laid out as Korthikanti et al. count it."""
+
+    def __init__(self, cfg: MemoryConfig, p: float):
+        super().__init__()
+        h = cfg.hidden
+        self.n_heads, self.p = cfg.n_heads, p
+        self.ln1, self.ln2 = nn.LayerNorm(h), nn.LayerNorm(h)
+        self.qkv, self.proj = nn.Linear(h, 3 * h), nn.Linear(h, h)
+        self.fc1, self.fc2 = nn.Linear(h, 4 * h), nn.Linear(4 * h, h)
+
+    def _drop(self, x):
+        return F.dropout(x, self.p, self.training) if self.p > 0 else x
+
+    def forward(self, x):  # x: (b, s, h)
+        b, s, h = x.shape
+        heads = (b, s, self.n_heads, h // self.n_heads)
+        qkv = self.qkv(self.ln1(x)).split(h, -1)
+        q, k, v = (t.view(heads).transpose(1, 2).contiguous() for t in qkv)  # (b, a, s, d) each
+        mask = torch.full((s, s), float("-inf"), device=x.device, dtype=x.dtype).triu(1)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(h // self.n_heads)) + mask
+        y = self._drop(att.softmax(-1)) @ v  # (b, a, s, d)
+        x = x + self._drop(self.proj(y.transpose(1, 2).reshape(b, s, h)))
+        return x + self._drop(self.fc2(F.gelu(self.fc1(self.ln2(x)))))
+
+
+class GPT(nn.Module):
+    """A GPT with `cfg`'s shape and exactly `parameter_count(cfg)` parameters (n_params unset).
+
+    `layers` is an nn.Sequential of blocks, so `checkpoint_sequential` applies to it.
+    """
+
+    def __init__(self, cfg: MemoryConfig, dropout: float = 0.1):
+        super().__init__()
+        _check(cfg)
+        self.p = dropout if cfg.dropout else 0.0
+        self.wte = nn.Embedding(cfg.vocab, cfg.hidden)
+        self.wpe = nn.Embedding(cfg.seq_len, cfg.hidden)
+        self.layers = nn.Sequential(*[_Block(cfg, self.p) for _ in range(cfg.n_layers)])
+        self.ln_f = nn.LayerNorm(cfg.hidden)
+
+    def embed(self, idx):  # idx: (b, s) int64 -> (b, s, h)
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+        return F.dropout(x, self.p, self.training) if self.p > 0 else x
+
+    def head(self, x, targets):  # x: (b, s, h) -> FP32 mean cross-entropy
+        logits = F.linear(self.ln_f(x), self.wte.weight)
+        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+
+    def forward(self, idx, targets):
+        return self.head(self.layers(self.embed(idx)), targets)

@@ -1,0 +1,237 @@
+"""The modern training step: every technique of the guide, stacked in the order that works.
+
+Taught in docs/pipeline.md. One optimizer step: BF16 (or FP16) forward through checkpointed
+segments, FP32 loss, gradients summed in FP32 over micro-batches, unscale (FP16 only), one
+global-norm clip, AdamW (Loshchilov & Hutter 2019) on FP32 master weights (Micikevicius et al.
+2018), linear warmup then cosine decay (Loshchilov & Hutter 2017), cast back, zero.
+"""
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gradflow_ref.checkpointing import checkpoint_sequential
+from gradflow_ref.clipping import clip_grad_norm_
+from gradflow_ref.loss_scaling import GradScaler
+from gradflow_ref.master import MasterWeights
+
+__all__ = ["BUGS", "PipelineConfig", "StepReport", "warmup_cosine", "WarmupCosine", "Trainer"]
+
+# Deliberate ordering bugs the chapter demonstrates (PipelineConfig.bug):
+BUGS = (
+    "clip_scaled",  # clip before unscaling: the threshold meets gradients times the loss scale
+    "clip_per_micro",  # clip inside the micro-batch loop (instead of once): partial sums clipped
+    "schedule_on_skip",  # step the LR schedule on a step the scaler skipped
+    "no_zero",  # never zero the gradients: each step adds the previous steps' gradients
+)
+
+
+@dataclass
+class PipelineConfig:
+    lr: float = 3e-4  # peak learning rate, reached at the last warmup step
+    min_lr: float = 3e-5  # learning rate at the end of the cosine decay, and after it
+    warmup_steps: int = 100  # optimizer steps of linear warmup, >= 1
+    total_steps: int = 1000  # optimizer steps of warmup plus decay, > warmup_steps
+    betas: tuple[float, float] = (0.9, 0.95)  # AdamW moment decay rates
+    eps: float = 1e-8  # AdamW denominator epsilon
+    weight_decay: float = 0.1  # AdamW decoupled weight decay
+    max_norm: float = 1.0  # global gradient-norm clip threshold
+    dtype: torch.dtype = torch.bfloat16  # working precision; torch.float16 turns on loss scaling
+    segments: int = 1  # checkpoint_sequential segments over the model (1: no checkpointing)
+    init_scale: float = 2.0**16  # FP16 only: the first loss scale
+    bug: str | None = None  # one of BUGS, to show what it breaks; None: the correct order
+
+
+@dataclass
+class StepReport:
+    loss: float  # mean FP32 loss over the step's micro-batches
+    grad_norm: float  # global gradient norm before clipping (unscaled; inf or nan on FP16 overflow)
+    lr: float  # learning rate this step used
+    skipped: bool  # the scaler skipped the update (inf/NaN gradients)
+    scale: float  # loss scale after this step's update (1.0 in BF16)
+
+
+def _finite(func, name, value, low=0.0, strict=True):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{func}: `{name}` must be a float, got {type(value).__name__}.")
+    if not math.isfinite(value) or value < low or (strict and value == low):
+        bound = f"> {low}" if strict else f">= {low}"
+        raise ValueError(f"{func}: `{name}` must be finite and {bound}, got {value!r}.")
+    return float(value)
+
+
+def _steps(func, name, value, low):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{func}: `{name}` must be an int, got {type(value).__name__}.")
+    if value < low:
+        raise ValueError(f"{func}: `{name}` must be >= {low}, got {value}.")
+    return value
+
+
+def warmup_cosine(step, lr, warmup_steps, total_steps, min_lr=0.0) -> float:
+    """Return the learning rate after `step` optimizer steps: linear warmup, then cosine decay.
+
+    lr * (step + 1) / warmup_steps while step < warmup_steps, then
+    min_lr + (lr - min_lr) * (1 + cos(pi * t)) / 2 with t = (step - warmup_steps) /
+    (total_steps - warmup_steps), held at min_lr once t >= 1.
+
+    Raises:
+        ValueError: `lr` not positive and finite, `min_lr` outside [0, lr], `warmup_steps` < 1,
+            `total_steps` <= `warmup_steps`, or `step` < 0.
+    """
+    func = "warmup_cosine"
+    lr = _finite(func, "lr", lr)
+    min_lr = _finite(func, "min_lr", min_lr, strict=False)
+    if min_lr > lr:
+        raise ValueError(f"{func}: `min_lr` ({min_lr}) must not exceed `lr` ({lr}).")
+    warmup_steps = _steps(func, "warmup_steps", warmup_steps, 1)
+    total_steps = _steps(func, "total_steps", total_steps, warmup_steps + 1)
+    step = _steps(func, "step", step, 0)
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    t = min(1.0, (step - warmup_steps) / (total_steps - warmup_steps))
+    return min_lr + 0.5 * (lr - min_lr) * (1.0 + math.cos(math.pi * t))
+
+
+class WarmupCosine:
+    """Set every param group's lr to `warmup_cosine` of its initial lr; call step() per update.
+
+    Equivalent to torch's SequentialLR(LinearLR(start_factor=1/warmup_steps, total_iters=
+    warmup_steps - 1), CosineAnnealingLR(T_max=total_steps - warmup_steps, eta_min=min_lr),
+    milestones=[warmup_steps]) up to total_steps; after that it holds min_lr.
+    """
+
+    def __init__(self, optimizer, warmup_steps, total_steps, min_lr=0.0):
+        self.optimizer = optimizer
+        self.base_lrs = [group["lr"] for group in optimizer.param_groups]
+        self.warmup_steps, self.total_steps, self.min_lr = warmup_steps, total_steps, min_lr
+        self.last_step = 0  # optimizer steps taken so far
+        self._apply()
+
+    def _apply(self):
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs):
+            group["lr"] = warmup_cosine(
+                self.last_step, base, self.warmup_steps, self.total_steps, self.min_lr
+            )
+
+    def step(self) -> None:
+        """Advance one optimizer step and set the next learning rate."""
+        self.last_step += 1
+        self._apply()
+
+    def get_last_lr(self) -> list[float]:
+        """Return the learning rate of each param group, as torch schedulers do."""
+        return [group["lr"] for group in self.optimizer.param_groups]
+
+
+class Trainer:
+    """Run optimizer steps of the full stack on an `nn.Sequential` model.
+
+    The model is cast to `cfg.dtype`; AdamW and the schedule act on FP32 master copies. Each
+    micro-batch's low-precision gradients are added into the masters' FP32 `.grad` right after its
+    backward (summing in BF16 would round every addition to 8 significant bits).
+
+    Args:
+        model: an nn.Sequential of one-tensor layers, all parameters on one device.
+        cfg: the step's hyperparameters and precision; PipelineConfig() by default.
+        loss_fn: loss of (FP32 logits, targets); mean cross-entropy by default.
+
+    Raises:
+        TypeError: `model` is not an nn.Sequential.
+        ValueError: parameters on more than one device, or a bad `cfg` value.
+
+    Example:
+        >>> trainer = Trainer(nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.Linear(32, 4)))
+        >>> batches = [(torch.randn(16, 8), torch.randint(0, 4, (16,))) for _ in range(4)]
+        >>> report = trainer.step(batches)  # one optimizer step over four micro-batches
+    """
+
+    def __init__(self, model, cfg: PipelineConfig | None = None,
+                 loss_fn: Callable | None = None):
+        name, cfg = "Trainer", cfg or PipelineConfig()
+        if not isinstance(model, nn.Sequential):
+            raise TypeError(
+                f"{name}: `model` must be an nn.Sequential (its layers are checkpointed in "
+                f"segments), got {type(model).__name__}."
+            )
+        devices = sorted({str(p.device) for p in model.parameters()})
+        if len(devices) != 1:
+            raise ValueError(
+                f"{name}: all parameters must be on one device, got {devices or 'no parameters'}; "
+                "move the model with model.to(device) first."
+            )
+        if cfg.dtype not in (torch.bfloat16, torch.float16):
+            raise ValueError(f"{name}: `cfg.dtype` must be torch.bfloat16 or torch.float16, "
+                             f"got {cfg.dtype}.")
+        if cfg.bug is not None and cfg.bug not in BUGS:
+            raise ValueError(f"{name}: `cfg.bug` must be None or one of {BUGS}, got {cfg.bug!r}.")
+        if isinstance(cfg.segments, bool) or not isinstance(cfg.segments, int) or not (
+            1 <= cfg.segments <= len(model)
+        ):
+            raise ValueError(f"{name}: `cfg.segments` must be an int between 1 and the number of "
+                             f"layers ({len(model)}), got {cfg.segments!r}.")
+        _finite(name, "cfg.max_norm", cfg.max_norm)
+        warmup_cosine(0, cfg.lr, cfg.warmup_steps, cfg.total_steps, cfg.min_lr)  # checks them
+        self.cfg, self.loss_fn = cfg, loss_fn or F.cross_entropy
+        self.device = next(model.parameters()).device
+        self.master = MasterWeights(model, dtype=cfg.dtype)
+        self.model = self.master.model
+        self.optimizer = torch.optim.AdamW(
+            self.master.params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
+            weight_decay=cfg.weight_decay,
+        )
+        self.schedule = WarmupCosine(self.optimizer, cfg.warmup_steps, cfg.total_steps, cfg.min_lr)
+        self.scaler = GradScaler(
+            self.device.type, init_scale=cfg.init_scale, enabled=cfg.dtype == torch.float16
+        )
+
+    def _loss(self, x, y):
+        x = x.to(self.device, self.cfg.dtype) if x.is_floating_point() else x.to(self.device)
+        logits = checkpoint_sequential(self.model, self.cfg.segments, x)  # cfg.dtype
+        return self.loss_fn(logits.float(), y.to(self.device))  # FP32 loss
+
+    @torch.no_grad()
+    def _accumulate(self):
+        for p, m in zip(self.model.parameters(), self.master.params):
+            if p.grad is not None:
+                g = p.grad.float()
+                m.grad = g if m.grad is None else m.grad.add_(g)
+                p.grad = None
+
+    def step(self, micro_batches: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> StepReport:
+        """Take one optimizer step over `micro_batches`, a list of (inputs, targets) pairs.
+
+        Raises:
+            ValueError: `micro_batches` is empty.
+        """
+        if len(micro_batches) == 0:
+            raise ValueError("Trainer.step: `micro_batches` must hold at least one "
+                             "(inputs, targets) pair, got none.")
+        cfg, bug, n = self.cfg, self.cfg.bug, len(micro_batches)
+        lr, loss_sum, norm = self.optimizer.param_groups[0]["lr"], 0.0, None
+        for x, y in micro_batches:
+            loss = self._loss(x, y) / n  # mean over the step's micro-batches
+            self.scaler.scale(loss).backward()  # FP16: times the loss scale
+            loss_sum += loss.item()
+            self._accumulate()
+            if bug == "clip_per_micro":
+                norm = clip_grad_norm_(self.master.params, cfg.max_norm)
+        if bug == "clip_scaled":
+            norm = clip_grad_norm_(self.master.params, cfg.max_norm)
+        self.scaler.unscale_(self.optimizer)  # FP16: divide by the scale, record inf/NaN
+        if bug not in ("clip_scaled", "clip_per_micro"):
+            norm = clip_grad_norm_(self.master.params, cfg.max_norm)  # once, on true gradients
+        skipped_before = self.scaler.skipped_steps
+        self.scaler.step(self.optimizer)  # AdamW on the FP32 masters, unless inf/NaN
+        skipped = self.scaler.skipped_steps > skipped_before
+        self.scaler.update()
+        if not skipped or bug == "schedule_on_skip":
+            self.schedule.step()
+        self.master.master_to_model()  # cast back: FP32 masters -> model dtype
+        if bug != "no_zero":
+            self.master.zero_grad()
+        return StepReport(loss_sum, float(norm), lr, skipped, self.scaler.get_scale())

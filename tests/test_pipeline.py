@@ -1,0 +1,250 @@
+"""Tests for gradflow_ref.pipeline: the step against a hand-written torch loop, and its bugs."""
+
+import copy
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
+from torch.utils.checkpoint import checkpoint_sequential as torch_checkpoint_sequential
+
+from gradflow_ref.checkpointing import count_forwards
+from gradflow_ref.pipeline import PipelineConfig, Trainer, WarmupCosine, warmup_cosine
+
+SCHEDULE_RTOL = 1e-12  # torch's cosine is recursive, ours closed-form: equal to rounding
+CFG = PipelineConfig(lr=1e-2, min_lr=1e-3, warmup_steps=2, total_steps=6, max_norm=0.1,
+                     segments=2)
+
+
+def _model(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(
+        nn.Linear(6, 16), nn.GELU(), nn.Linear(16, 16), nn.GELU(), nn.Linear(16, 3)
+    )
+
+
+def _steps(n_steps=3, n_micro=3, seed=1, scale=1.0):
+    gen = torch.Generator().manual_seed(seed)
+    return [
+        [(scale * torch.randn(4, 6, generator=gen), torch.randint(0, 3, (4,), generator=gen))
+         for _ in range(n_micro)]
+        for _ in range(n_steps)
+    ]
+
+
+def _torch_schedule(opt, cfg):
+    warm = LinearLR(opt, start_factor=1 / cfg.warmup_steps, total_iters=cfg.warmup_steps - 1)
+    cos = CosineAnnealingLR(opt, T_max=cfg.total_steps - cfg.warmup_steps, eta_min=cfg.min_lr)
+    return SequentialLR(opt, [warm, cos], milestones=[cfg.warmup_steps])
+
+
+def _reference(model, steps, cfg, device="cpu"):
+    """The correct order, written with torch's own pieces; returns FP32 masters and lrs."""
+    model = copy.deepcopy(model).to(device)
+    masters = [p.detach().float().clone().requires_grad_(True) for p in model.parameters()]
+    model.to(cfg.dtype)
+    opt = torch.optim.AdamW(masters, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
+                            weight_decay=cfg.weight_decay)
+    schedule = _torch_schedule(opt, cfg)
+    scaler = torch.amp.GradScaler(device, init_scale=cfg.init_scale,
+                                  enabled=cfg.dtype == torch.float16)
+    lrs = []
+    for batches in steps:
+        lrs.append(opt.param_groups[0]["lr"])
+        for x, y in batches:
+            x = x.to(device, cfg.dtype)
+            logits = torch_checkpoint_sequential(model, cfg.segments, x, use_reentrant=False)
+            loss = F.cross_entropy(logits.float(), y.to(device)) / len(batches)
+            scaler.scale(loss).backward()
+            with torch.no_grad():
+                for p, m in zip(model.parameters(), masters):
+                    m.grad = p.grad.float() if m.grad is None else m.grad + p.grad.float()
+                    p.grad = None
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(masters, cfg.max_norm)
+        scale = scaler.get_scale()
+        scaler.step(opt)
+        scaler.update()
+        if scaler.get_scale() >= scale:  # the scale only drops on a skipped step
+            schedule.step()
+        with torch.no_grad():
+            for p, m in zip(model.parameters(), masters):
+                p.copy_(m)
+        opt.zero_grad(set_to_none=True)
+    return masters, lrs
+
+
+def _run(cfg, steps, model=None, device="cpu"):
+    trainer = Trainer((model or _model()).to(device), cfg)
+    reports = [trainer.step(batches) for batches in steps]
+    return trainer, reports
+
+
+def test_warmup_cosine_matches_torch_sequential_lr():
+    cfg = PipelineConfig(lr=1.0, min_lr=0.1, warmup_steps=4, total_steps=12)
+    opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=cfg.lr)
+    schedule = _torch_schedule(opt, cfg)
+    for step in range(cfg.total_steps + 1):
+        want = opt.param_groups[0]["lr"]
+        got = warmup_cosine(step, cfg.lr, cfg.warmup_steps, cfg.total_steps, cfg.min_lr)
+        torch.testing.assert_close(got, want, rtol=SCHEDULE_RTOL, atol=0.0)
+        opt.step()
+        schedule.step()
+
+
+def test_warmup_cosine_scheduler_matches_torch_per_param_group():
+    groups = [{"params": [nn.Parameter(torch.zeros(1))], "lr": lr} for lr in (1e-3, 5e-2)]
+    ours_opt, ref_opt = torch.optim.SGD(copy.deepcopy(groups)), torch.optim.SGD(groups)
+    ours = WarmupCosine(ours_opt, warmup_steps=3, total_steps=9, min_lr=1e-4)
+    ref = _torch_schedule(ref_opt, PipelineConfig(warmup_steps=3, total_steps=9, min_lr=1e-4))
+    for _ in range(9):
+        torch.testing.assert_close(ours.get_last_lr(), ref.get_last_lr(), rtol=SCHEDULE_RTOL,
+                                   atol=0.0)
+        ref_opt.step()
+        ours.step()
+        ref.step()
+
+
+def test_warmup_cosine_peaks_then_holds_min_lr():
+    lrs = [warmup_cosine(s, 1.0, 4, 10, 0.1) for s in range(15)]
+    assert lrs[0] == 0.25 and lrs[3] == lrs[4] == 1.0
+    assert lrs[10:] == [pytest.approx(0.1, rel=1e-15)] * 5
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"lr": float("nan")}, ValueError, "`lr` must be finite"),
+        ({"lr": float("inf")}, ValueError, "`lr` must be finite"),
+        ({"lr": 0.0}, ValueError, "`lr` must be finite and > 0"),
+        ({"lr": "1e-3"}, TypeError, "`lr` must be a float"),
+        ({"min_lr": 2.0}, ValueError, "must not exceed"),
+        ({"min_lr": float("nan")}, ValueError, "`min_lr` must be finite"),
+        ({"warmup_steps": 0}, ValueError, "`warmup_steps` must be >= 1"),
+        ({"warmup_steps": -3}, ValueError, "`warmup_steps` must be >= 1"),
+        ({"total_steps": 4}, ValueError, "`total_steps` must be >= 5"),
+        ({"total_steps": 0}, ValueError, "`total_steps` must be >= 5"),
+        ({"step": -1}, ValueError, "`step` must be >= 0"),
+    ],
+)
+def test_warmup_cosine_rejects_bad_input(kwargs, error, message):
+    args = {"step": 0, "lr": 1.0, "warmup_steps": 4, "total_steps": 10, "min_lr": 0.0} | kwargs
+    with pytest.raises(error, match=message):
+        warmup_cosine(**args)
+
+
+def test_trainer_matches_torch_reference_loop_bf16():
+    steps = _steps()
+    trainer, reports = _run(CFG, steps)
+    masters, lrs = _reference(_model(), steps, CFG)
+    torch.testing.assert_close(trainer.master.params, masters, rtol=0.0, atol=0.0)
+    assert [r.lr for r in reports] == lrs
+    assert any(r.grad_norm > CFG.max_norm for r in reports)  # the clip was active
+
+
+def test_trainer_matches_torch_reference_loop_fp16_with_skipped_step():
+    cfg = PipelineConfig(**(vars(CFG) | {"dtype": torch.float16, "init_scale": 2.0**20}))
+    steps = _steps(n_steps=4)
+    trainer, reports = _run(cfg, steps)
+    masters, lrs = _reference(_model(), steps, cfg)
+    torch.testing.assert_close(trainer.master.params, masters, rtol=0.0, atol=0.0)
+    assert [r.lr for r in reports] == lrs
+    skipped = [r.skipped for r in reports]
+    assert skipped[0] and not skipped[-1]
+    assert trainer.schedule.last_step == skipped.count(False)
+
+
+def test_trainer_recomputes_checkpointed_segments():
+    trainer = Trainer(_model(), CFG)  # 5 layers in 2 segments: the first 2 are checkpointed
+    with count_forwards(list(trainer.model)) as counter:
+        trainer.step(_steps(n_steps=1, n_micro=3)[0])
+    assert counter.count == 3 * (5 + 2)
+
+
+def test_trainer_casts_back_and_zeroes_gradients():
+    trainer, _ = _run(CFG, _steps(n_steps=1))
+    for p, m in zip(trainer.model.parameters(), trainer.master.params):
+        assert p.dtype == torch.bfloat16 and m.dtype == torch.float32
+        torch.testing.assert_close(p, m.to(torch.bfloat16), rtol=0.0, atol=0.0)
+        assert p.grad is None and m.grad is None
+
+
+def _masters_differ(bug, cfg=CFG, steps=None):
+    steps = steps or _steps()
+    correct, _ = _run(cfg, steps)
+    buggy, reports = _run(PipelineConfig(**(vars(cfg) | {"bug": bug})), steps)
+    gap = max((a - b).abs().max().item() for a, b in
+              zip(correct.master.params, buggy.master.params))
+    return gap, correct, buggy, reports
+
+
+def test_trainer_bug_clip_scaled_compares_threshold_with_scaled_norm():
+    cfg = PipelineConfig(**(vars(CFG) | {"dtype": torch.float16, "init_scale": 2.0**10}))
+    gap, correct, buggy, reports = _masters_differ("clip_scaled", cfg)
+    assert gap > 1e-4
+    true_norms = [r.grad_norm for r in _run(cfg, _steps())[1]]
+    for r, true in zip(reports, true_norms):  # the clip saw the norm times the scale
+        assert r.grad_norm == pytest.approx(2.0**10 * true, rel=1e-2)
+
+
+def test_trainer_bug_clip_per_micro_changes_the_update():
+    gap, *_ = _masters_differ("clip_per_micro")
+    assert gap > 1e-4
+
+
+def test_trainer_bug_schedule_on_skip_runs_ahead():
+    cfg = PipelineConfig(**(vars(CFG) | {"dtype": torch.float16, "init_scale": 2.0**20}))
+    gap, correct, buggy, reports = _masters_differ("schedule_on_skip", cfg, _steps(n_steps=4))
+    skips = sum(r.skipped for r in reports)
+    assert skips >= 1 and gap > 1e-4
+    assert buggy.schedule.last_step == correct.schedule.last_step + skips
+
+
+def test_trainer_bug_no_zero_adds_old_gradients():
+    gap, correct, buggy, reports = _masters_differ("no_zero")
+    assert gap > 1e-4
+    assert all(m.grad is not None for m in buggy.master.params)
+
+
+def test_trainer_rejects_parameters_on_two_devices():
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2, device="meta"))
+    with pytest.raises(ValueError, match="one device"):
+        Trainer(model, CFG)
+
+
+def test_trainer_rejects_non_sequential_model():
+    with pytest.raises(TypeError, match="nn.Sequential"):
+        Trainer(nn.Linear(2, 2), CFG)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"segments": 0}, "`cfg.segments` must be an int between 1"),
+        ({"segments": 6}, "`cfg.segments` must be an int between 1"),
+        ({"lr": math.nan}, "`lr` must be finite"),
+        ({"warmup_steps": 0}, "`warmup_steps` must be >= 1"),
+        ({"total_steps": 2}, "`total_steps` must be >= 3"),
+        ({"max_norm": -1.0}, "`cfg.max_norm` must be finite and > 0"),
+        ({"dtype": torch.float32}, "`cfg.dtype` must be torch.bfloat16"),
+        ({"bug": "typo"}, "`cfg.bug` must be None or one of"),
+    ],
+)
+def test_trainer_rejects_bad_config(change, message):
+    with pytest.raises(ValueError, match=message):
+        Trainer(_model(), PipelineConfig(**(vars(CFG) | change)))
+
+
+def test_trainer_step_rejects_empty_micro_batches():
+    with pytest.raises(ValueError, match="at least one"):
+        Trainer(_model(), CFG).step([])
+
+
+@pytest.mark.cuda
+def test_trainer_runs_unchanged_on_cuda():
+    steps = _steps()
+    trainer, _ = _run(CFG, steps, device="cuda")
+    masters, _ = _reference(_model(), steps, CFG, device="cuda")
+    torch.testing.assert_close(trainer.master.params, masters, rtol=1e-6, atol=1e-7)
