@@ -14,6 +14,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from mkdocs.plugins import event_priority
+
 log = logging.getLogger("mkdocs.hooks.gradflow")
 
 _current_page: str | None = None
@@ -73,9 +75,58 @@ def on_pre_build(config, **kwargs):
     exec_cache.start_build(Path(config.config_file_path).parent)
 
 
+_labs: dict[str, str] = {}
+
+
+def _nav_targets(nav) -> list[str]:
+    out = []
+    for entry in nav or []:
+        for target in (entry.values() if isinstance(entry, dict) else [entry]):
+            out += _nav_targets(target) if isinstance(target, list) else [target]
+    return out
+
+
+@event_priority(100)  # before mkdocs-jupyter's on_files turns the executed labs into pages
+def on_files(files, config, **kwargs):
+    """Generate a lab notebook per chapter (gradflow_site/labs.py) and add it to the site.
+
+    labs/<name>.ipynb is a download for every chapter; labs/run/<name>.ipynb, for the labs the
+    nav lists there, is a copy that mkdocs-jupyter executes and renders as a page.
+    """
+    import shutil
+
+    from mkdocs.structure.files import File
+
+    from gradflow_site import labs
+
+    root = Path(config.config_file_path).parent
+    out = root / "build" / "labs-src"
+    _labs.clear()
+    _labs.update(labs.chapters(config.nav or []))
+    written = labs.write_all(out / "labs", _labs)
+    rendered = [t for t in _nav_targets(config.nav) if t.startswith("labs/run/")]
+    (out / "labs" / "run").mkdir(exist_ok=True)
+    for target in rendered:
+        source = out / "labs" / Path(target).name
+        if source in written:
+            shutil.copyfile(source, out / target)
+    for uri in [f"labs/{name}.ipynb" for name in sorted(_labs)] + rendered:
+        if (out / uri).exists():
+            files.append(File(uri, src_dir=str(out), dest_dir=config.site_dir,
+                              use_directory_urls=config.use_directory_urls))
+    return files
+
+
 def on_page_markdown(markdown, page, **kwargs):
     global _current_page
     _current_page = page.file.src_uri
+    name = Path(page.file.src_uri).stem
+    if page.file.src_uri.endswith(".md") and name in _labs:
+        # a download button under the chapter's title
+        button = (f"[:material-download: Download this chapter as a notebook](labs/{name}.ipynb)"
+                  "{ .md-button download }\n")
+        markdown = re.sub(r"^(# .+\n)", lambda m: m.group(1) + "\n" + button, markdown, count=1,
+                          flags=re.M)
     return markdown
 
 

@@ -1,0 +1,173 @@
+"""Generate one Jupyter notebook ("lab") per chapter from the chapter's snippet file.
+
+A lab is the chapter's snippet file cut at its named sections, one code cell per section, with a
+setup cell that carries the gradflow_ref modules the snippets import. Nothing is written twice by
+hand: the code comes from snippets/, the library from gradflow_ref/. A lab needs only torch and
+matplotlib, so it runs on a laptop CPU and in Colab as downloaded.
+
+`python -m gradflow_site.labs OUT_DIR` writes every lab; the mkdocs hook does the same at build.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+_SECTION = re.compile(r"^# --8<-- \[(start|end):([A-Za-z0-9_\-]+)\]\s*$")
+
+__all__ = ["sections", "modules_needed", "notebook", "write_all", "chapters"]
+
+
+def sections(snippet: Path) -> list[tuple[str, str]]:
+    """Return (name, code) for every named section of a snippet file, in file order."""
+    out, name, lines = [], None, []
+    for line in snippet.read_text(encoding="utf-8").splitlines():
+        m = _SECTION.match(line)
+        if m and m.group(1) == "start":
+            name, lines = m.group(2), []
+        elif m and m.group(1) == "end":
+            out.append((name, "\n".join(lines).strip("\n")))
+            name = None
+        elif name is not None:
+            lines.append(line)
+    return out
+
+
+def _imports(source: str) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        found |= {n.split(".")[1] for n in names
+                  if n.startswith("gradflow_ref.") and len(n.split(".")) >= 2}
+    return found
+
+
+def modules_needed(code: str, package: Path = ROOT / "gradflow_ref") -> list[str]:
+    """Return the gradflow_ref modules `code` imports, directly or through each other."""
+    todo, seen = list(_imports(code)), set()
+    while todo:
+        name = todo.pop()
+        path = package / f"{name}.py"
+        if name in seen or not path.exists():
+            continue
+        seen.add(name)
+        todo += _imports(path.read_text(encoding="utf-8"))
+    return sorted(seen)
+
+
+def _cell(kind: str, text: str) -> dict:
+    cell = {"cell_type": kind, "metadata": {}, "source": text.splitlines(keepends=True)}
+    if kind == "code":
+        cell.update(execution_count=None, outputs=[])
+    return cell
+
+
+def _title(name: str) -> str:
+    return name.replace("_", " ").capitalize()
+
+
+def notebook(name: str, title: str, package: Path = ROOT / "gradflow_ref") -> dict:
+    """Return the lab of chapter `name` (snippets/<name>.py) as an nbformat-4 dict."""
+    parts = sections(ROOT / "snippets" / f"{name}.py")
+    code = "\n\n".join(c for _, c in parts)
+    files = {"__init__.py": (package / "__init__.py").read_text(encoding="utf-8")}
+    for module in modules_needed(code, package):
+        files[f"{module}.py"] = (package / f"{module}.py").read_text(encoding="utf-8")
+    setup = (
+        "# Setup: write the gradflow_ref modules this lab uses to a temporary folder and import\n"
+        "# them from there (generated from the repository; needs only torch and matplotlib).\n"
+        "import os, sys, tempfile\n"
+        "from pathlib import Path\n\n"
+        f"_SOURCES = {json.dumps(files, indent=0, sort_keys=True)}\n\n"
+        "_lib = Path(tempfile.mkdtemp(prefix='gradflow_lab_'))\n"
+        "(_lib / 'gradflow_ref').mkdir()\n"
+        "for _name, _text in _SOURCES.items():\n"
+        "    (_lib / 'gradflow_ref' / _name).write_text(_text)\n"
+        "sys.path.insert(0, str(_lib))\n"
+        "os.environ['PYTHONPATH'] = os.pathsep.join(\n"
+        "    [str(_lib)] + [p for p in [os.environ.get('PYTHONPATH')] if p])\n"
+        "for _mod in [m for m in sys.modules if m == 'gradflow_ref' or m.startswith('gradflow_ref.')]:\n"
+        "    del sys.modules[_mod]\n"
+        "%matplotlib inline"
+    )
+    cells = [
+        _cell("markdown",
+              f"# Lab: {title}\n\n"
+              f"The runnable code of the chapter *{title}* of the Gradient Flow guide, one cell "
+              "per section of the chapter, in page order. It needs only `torch` and "
+              "`matplotlib` and runs on a laptop CPU (or in Colab) in seconds. Run the cells "
+              "from the top; change a number and run again to see what moves."),
+        _cell("code", setup),
+    ]
+    for section, text in parts:
+        cells += [_cell("markdown", f"## {_title(section)}"), _cell("code", text)]
+    return {
+        "cells": cells,
+        "metadata": {
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+def chapters(nav: list) -> dict[str, str]:
+    """Return {name: title} for every nav page that has a snippet file of the same name."""
+    found = {}
+    for entry in nav:
+        for title, target in (entry.items() if isinstance(entry, dict) else [(None, entry)]):
+            if isinstance(target, list):
+                found |= chapters(target)
+            elif isinstance(target, str) and target.endswith(".md"):
+                name = Path(target).stem
+                if (ROOT / "snippets" / f"{name}.py").exists():
+                    found[name] = title or name
+    return found
+
+
+def _ids(nb: dict, name: str) -> dict:
+    # stable cell ids (nbformat 4.5) so two generations are byte-identical
+    for i, cell in enumerate(nb["cells"]):
+        cell["id"] = f"{name}-{i}"
+    return nb
+
+
+def write_all(out_dir: Path, titles: dict[str, str]) -> list[Path]:
+    """Write labs/<name>.ipynb under `out_dir` for every chapter in `titles`; return the paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, title in sorted(titles.items()):
+        text = json.dumps(_ids(notebook(name, title), name), indent=1, sort_keys=True) + "\n"
+        path = out_dir / f"{name}.ipynb"
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> None:
+    import yaml
+
+    out = Path((argv or sys.argv[1:] or ["build/labs"])[0])
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    _Loader.add_multi_constructor("", lambda loader, suffix, node: None)
+    nav = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=_Loader)["nav"]
+    for path in write_all(out, chapters(nav)):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
