@@ -44,7 +44,7 @@ MicroBatch = tuple[torch.Tensor, torch.Tensor]  # x: (tokens, d_in) float, y: (t
 _NORMALIZATIONS = ("global", "micro_mean", "none")
 
 
-@dataclass
+@dataclass(frozen=True)
 class TaskConfig:
     d_in: int = 8  # features per token
     hidden: int = 16  # width of the MLP's one hidden layer
@@ -56,16 +56,18 @@ class TaskConfig:
 def make_model(cfg: TaskConfig = TaskConfig(), seed: int = 0) -> nn.Module:
     """Build the tiny token classifier used throughout the chapter, identically for a given seed."""
     gen = torch.Generator().manual_seed(seed)
-    model = nn.Sequential(nn.Linear(cfg.d_in, cfg.hidden), nn.Tanh(),
-                          nn.Linear(cfg.hidden, cfg.n_classes)).to(cfg.dtype)
+    model = nn.Sequential(
+        nn.Linear(cfg.d_in, cfg.hidden), nn.Tanh(), nn.Linear(cfg.hidden, cfg.n_classes)
+    ).to(cfg.dtype)
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn(p.shape, generator=gen, dtype=cfg.dtype) / math.sqrt(p.shape[-1]))
     return model
 
 
-def make_micro_batches(token_counts: Sequence[int], cfg: TaskConfig = TaskConfig(),
-                       seed: int = 0) -> list[MicroBatch]:
+def make_micro_batches(
+    token_counts: Sequence[int], cfg: TaskConfig = TaskConfig(), seed: int = 0
+) -> list[MicroBatch]:
     """Draw one micro-batch per entry of `token_counts`: random tokens, labels from a teacher.
 
     The labels are sampled from softmax(x @ W) with one fixed W (`cfg.teacher_seed`), so every
@@ -75,10 +77,16 @@ def make_micro_batches(token_counts: Sequence[int], cfg: TaskConfig = TaskConfig
         ValueError: `token_counts` is empty or holds a count below 1.
     """
     if len(token_counts) < 1 or any(int(n) < 1 for n in token_counts):
-        raise ValueError(f"make_micro_batches: `token_counts` must hold at least one count and "
-                         f"every count must be >= 1, got {list(token_counts)}.")
-    teacher = torch.randn(cfg.d_in, cfg.n_classes, dtype=cfg.dtype,
-                          generator=torch.Generator().manual_seed(cfg.teacher_seed))
+        raise ValueError(
+            f"make_micro_batches: `token_counts` must hold at least one count and "
+            f"every count must be >= 1, got {list(token_counts)}."
+        )
+    teacher = torch.randn(
+        cfg.d_in,
+        cfg.n_classes,
+        dtype=cfg.dtype,
+        generator=torch.Generator().manual_seed(cfg.teacher_seed),
+    )
     gen = torch.Generator().manual_seed(seed)
     batches = []
     for n in token_counts:
@@ -94,29 +102,42 @@ def split_micro_batches(x: torch.Tensor, y: torch.Tensor, accum_steps: int) -> l
     Raises:
         ValueError: `accum_steps` is below 1 or above the number of tokens (an empty micro-batch).
     """
-    if isinstance(accum_steps, bool) or not isinstance(accum_steps, int) or not (
-            1 <= accum_steps <= len(x)):
-        raise ValueError(f"split_micro_batches: `accum_steps` must be an int from 1 to the "
-                         f"batch's {len(x)} tokens, got {accum_steps!r}.")
+    if (
+        isinstance(accum_steps, bool)
+        or not isinstance(accum_steps, int)
+        or not (1 <= accum_steps <= len(x))
+    ):
+        raise ValueError(
+            f"split_micro_batches: `accum_steps` must be an int from 1 to the "
+            f"batch's {len(x)} tokens, got {accum_steps!r}."
+        )
     return list(zip(x.tensor_split(accum_steps), y.tensor_split(accum_steps)))
 
 
 def _check_micro_batches(micro_batches, func: str) -> list[MicroBatch]:
     micro_batches = list(micro_batches)
     if not micro_batches:
-        raise ValueError(f"{func}: `micro_batches` must hold at least one micro-batch "
-                         "(accumulation steps >= 1), got none.")
+        raise ValueError(
+            f"{func}: `micro_batches` must hold at least one micro-batch "
+            "(accumulation steps >= 1), got none."
+        )
     for i, (x, y) in enumerate(micro_batches):
         if len(x) == 0 or len(x) != len(y):
-            raise ValueError(f"{func}: `micro_batches[{i}]` must hold >= 1 token with one label "
-                             f"each, got {len(x)} tokens and {len(y)} labels; drop empty "
-                             "micro-batches (their mean loss is nan).")
+            raise ValueError(
+                f"{func}: `micro_batches[{i}]` must hold >= 1 token with one label "
+                f"each, got {len(x)} tokens and {len(y)} labels; drop empty "
+                "micro-batches (their mean loss is nan)."
+            )
     return micro_batches
 
 
-def accumulate_grad_(model: nn.Module, micro_batches: Sequence[MicroBatch],
-                     normalization: str = "global", max_norm: float | None = None,
-                     clip: str = "once") -> torch.Tensor:
+def accumulate_grad_(
+    model: nn.Module,
+    micro_batches: Sequence[MicroBatch],
+    normalization: str = "global",
+    max_norm: float | None = None,
+    clip: str = "once",
+) -> torch.Tensor:
     """Zero the grads, then run forward and backward on each micro-batch, summing into `.grad`.
 
     Each micro-batch's summed token loss is divided by a normalizer before backward:
@@ -145,8 +166,9 @@ def accumulate_grad_(model: nn.Module, micro_batches: Sequence[MicroBatch],
     func = "accumulate_grad_"
     micro_batches = _check_micro_batches(micro_batches, func)
     if normalization not in _NORMALIZATIONS:
-        raise ValueError(f"{func}: `normalization` must be one of {_NORMALIZATIONS}, "
-                         f"got {normalization!r}.")
+        raise ValueError(
+            f"{func}: `normalization` must be one of {_NORMALIZATIONS}, got {normalization!r}."
+        )
     if clip not in ("once", "each"):
         raise ValueError(f"{func}: `clip` must be 'once' or 'each', got {clip!r}.")
     steps = len(micro_batches)
@@ -165,8 +187,9 @@ def accumulate_grad_(model: nn.Module, micro_batches: Sequence[MicroBatch],
     return objective
 
 
-def big_batch_grad_(model: nn.Module, micro_batches: Sequence[MicroBatch],
-                    max_norm: float | None = None) -> torch.Tensor:
+def big_batch_grad_(
+    model: nn.Module, micro_batches: Sequence[MicroBatch], max_norm: float | None = None
+) -> torch.Tensor:
     """Zero the grads, then run one forward and backward on all micro-batches concatenated.
 
     Returns:
@@ -185,12 +208,17 @@ def big_batch_grad_(model: nn.Module, micro_batches: Sequence[MicroBatch],
 
 def flat_grad(model: nn.Module) -> torch.Tensor:
     """Return all parameter gradients as one flat vector (zeros where `.grad` is None)."""
-    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
-                      for p in model.parameters()])
+    return torch.cat(
+        [
+            (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+            for p in model.parameters()
+        ]
+    )
 
 
-def grad_accum_steps(total_batch_size: int, micro_batch_size: int, seq_len: int,
-                     world_size: int = 1) -> int:
+def grad_accum_steps(
+    total_batch_size: int, micro_batch_size: int, seq_len: int, world_size: int = 1
+) -> int:
     """Return the micro-steps per optimizer step so that B * T * world_size * steps = total.
 
     Args:
@@ -202,23 +230,35 @@ def grad_accum_steps(total_batch_size: int, micro_batch_size: int, seq_len: int,
     Raises:
         ValueError: an argument is below 1, or the total is not a multiple of B * T * world_size.
     """
-    args = {"total_batch_size": total_batch_size, "micro_batch_size": micro_batch_size,
-            "seq_len": seq_len, "world_size": world_size}
+    args = {
+        "total_batch_size": total_batch_size,
+        "micro_batch_size": micro_batch_size,
+        "seq_len": seq_len,
+        "world_size": world_size,
+    }
     for name, value in args.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"grad_accum_steps: `{name}` must be an int >= 1, got {value!r}.")
     per_micro_step = micro_batch_size * seq_len * world_size
     if total_batch_size % per_micro_step:
-        raise ValueError(f"grad_accum_steps: `total_batch_size` must be a multiple of "
-                         f"micro_batch_size * seq_len * world_size = {per_micro_step}, got "
-                         f"{total_batch_size}; the accumulation steps would be "
-                         f"{total_batch_size / per_micro_step:.3f}.")
+        raise ValueError(
+            f"grad_accum_steps: `total_batch_size` must be a multiple of "
+            f"micro_batch_size * seq_len * world_size = {per_micro_step}, got "
+            f"{total_batch_size}; the accumulation steps would be "
+            f"{total_batch_size / per_micro_step:.3f}."
+        )
     return total_batch_size // per_micro_step
 
 
-def divisor_bug_update_ratio(optimizer: str, accum_steps: int = 8, steps: int = 1,
-                             max_norm: float | None = None, micro_batch_tokens: int = 16,
-                             cfg: TaskConfig = TaskConfig(), seed: int = 0) -> float:
+def divisor_bug_update_ratio(
+    optimizer: str,
+    accum_steps: int = 8,
+    steps: int = 1,
+    max_norm: float | None = None,
+    micro_batch_tokens: int = 16,
+    cfg: TaskConfig = TaskConfig(),
+    seed: int = 0,
+) -> float:
     """Return |change of the weights| without the divisor over the same with it.
 
     Both runs start from the same weights and see the same micro-batches; only the loss
@@ -240,14 +280,18 @@ def divisor_bug_update_ratio(optimizer: str, accum_steps: int = 8, steps: int = 
     if optimizer not in ("sgd", "adamw"):
         raise ValueError(f"{func}: `optimizer` must be 'sgd' or 'adamw', got {optimizer!r}.")
     if accum_steps < 1 or steps < 1:
-        raise ValueError(f"{func}: `accum_steps` and `steps` must be >= 1, "
-                         f"got {accum_steps} and {steps}.")
+        raise ValueError(
+            f"{func}: `accum_steps` and `steps` must be >= 1, got {accum_steps} and {steps}."
+        )
     moved = []
     for normalization in ("none", "micro_mean"):
         model = make_model(cfg, seed)
         start = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-        opt = (torch.optim.SGD(model.parameters(), lr=0.1) if optimizer == "sgd"
-               else torch.optim.AdamW(model.parameters(), lr=1e-3))
+        opt = (
+            torch.optim.SGD(model.parameters(), lr=0.1)
+            if optimizer == "sgd"
+            else torch.optim.AdamW(model.parameters(), lr=1e-3)
+        )
         for step in range(steps):
             batches = make_micro_batches([micro_batch_tokens] * accum_steps, cfg, seed + 1 + step)
             accumulate_grad_(model, batches, normalization, max_norm)
@@ -264,9 +308,14 @@ class NoiseCurve:
     reference: list[float]  # rel_error[0] * sqrt(ns[0] / N): the 1/sqrt(N) law through point 0
 
 
-def gradient_noise(ns: Sequence[int] = (1, 2, 4, 8, 16), micro_batch_tokens: int = 4,
-                   n_seeds: int = 24, pool_tokens: int = 4096, cfg: TaskConfig = TaskConfig(),
-                   seed: int = 0) -> NoiseCurve:
+def gradient_noise(
+    ns: Sequence[int] = (1, 2, 4, 8, 16),
+    micro_batch_tokens: int = 4,
+    n_seeds: int = 24,
+    pool_tokens: int = 4096,
+    cfg: TaskConfig = TaskConfig(),
+    seed: int = 0,
+) -> NoiseCurve:
     """Measure how far the accumulated gradient lands from the full-data gradient, per N.
 
     Micro-batches are drawn with replacement from a fixed pool of tokens; for each N the error
@@ -276,8 +325,10 @@ def gradient_noise(ns: Sequence[int] = (1, 2, 4, 8, 16), micro_batch_tokens: int
         ValueError: an N below 1, or fewer than 2 seeds.
     """
     if not ns or any(int(n) < 1 for n in ns) or n_seeds < 2:
-        raise ValueError(f"gradient_noise: every entry of `ns` must be >= 1 and `n_seeds` >= 2, "
-                         f"got ns={list(ns)}, n_seeds={n_seeds}.")
+        raise ValueError(
+            f"gradient_noise: every entry of `ns` must be >= 1 and `n_seeds` >= 2, "
+            f"got ns={list(ns)}, n_seeds={n_seeds}."
+        )
     model = make_model(cfg, seed)
     pool = make_micro_batches([pool_tokens], cfg, seed)
     big_batch_grad_(model, pool)
@@ -338,14 +389,14 @@ def _ddp_worker() -> None:
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     spec = json.loads(os.environ["GRADFLOW_DDP_SPEC"])
     timeout = datetime.timedelta(seconds=spec["timeout_s"])
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
-                          is_master=False, timeout=timeout)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size,
-                            timeout=timeout)
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=timeout
+    )
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=timeout)
     try:
         steps, tokens = spec["accum_steps"], spec["micro_batch_tokens"]
         batches = make_micro_batches([tokens] * (world_size * steps), seed=spec["seed"])
-        mine = batches[rank * steps:(rank + 1) * steps]  # each rank sees its own data
+        mine = batches[rank * steps : (rank + 1) * steps]  # each rank sees its own data
         out = {}
         for mode in ("no_sync", "sync_every_step"):
             model = DDP(make_model(seed=spec["seed"]))
@@ -367,8 +418,13 @@ def _loopback_interface() -> str | None:
     return next((n for n in ("lo", "lo0") if n in names), None)
 
 
-def ddp_accumulation(world_size: int = 2, accum_steps: int = 4, micro_batch_tokens: int = 8,
-                     seed: int = 0, timeout_s: float = 60.0) -> DDPResult:
+def ddp_accumulation(
+    world_size: int = 2,
+    accum_steps: int = 4,
+    micro_batch_tokens: int = 8,
+    seed: int = 0,
+    timeout_s: float = 60.0,
+) -> DDPResult:
     """Accumulate under DistributedDataParallel in `world_size` real processes and check it.
 
     Each rank runs `accum_steps` micro-batches, once syncing only on the last (`no_sync()` on
@@ -394,29 +450,48 @@ def ddp_accumulation(world_size: int = 2, accum_steps: int = 4, micro_batch_toke
     import torch.distributed as dist
 
     func = "ddp_accumulation"
-    for name, value in {"world_size": world_size, "accum_steps": accum_steps,
-                        "micro_batch_tokens": micro_batch_tokens}.items():
+    for name, value in {
+        "world_size": world_size,
+        "accum_steps": accum_steps,
+        "micro_batch_tokens": micro_batch_tokens,
+    }.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{func}: `{name}` must be an int >= 1, got {value!r}.")
     if not timeout_s > 0:
         raise ValueError(f"{func}: `timeout_s` must be positive, got {timeout_s!r}.")
     if not dist.is_available() or not dist.is_gloo_available():
-        raise RuntimeError(f"{func}: this torch build has no gloo backend; install a torch "
-                           "build with torch.distributed support.")
+        raise RuntimeError(
+            f"{func}: this torch build has no gloo backend; install a torch "
+            "build with torch.distributed support."
+        )
     start = time.perf_counter()
     # port 0: the OS picks a free port, so two runs at once cannot collide
-    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                          timeout=datetime.timedelta(seconds=timeout_s))
+    store = dist.TCPStore(
+        "127.0.0.1",
+        0,
+        is_master=True,
+        wait_for_workers=False,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with tempfile.TemporaryDirectory() as out_dir:
-        spec = {"accum_steps": accum_steps, "micro_batch_tokens": micro_batch_tokens,
-                "seed": seed, "timeout_s": timeout_s, "out_dir": out_dir}
+        spec = {
+            "accum_steps": accum_steps,
+            "micro_batch_tokens": micro_batch_tokens,
+            "seed": seed,
+            "timeout_s": timeout_s,
+            "out_dir": out_dir,
+        }
         # without PYTHONWARNINGS a rank's warning lands in `output` instead of killing the rank
         env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
-        env.update(WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(store.port), OMP_NUM_THREADS="1",
-                   GRADFLOW_DDP_SPEC=json.dumps(spec),
-                   PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]))
+        env.update(
+            WORLD_SIZE=str(world_size),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(store.port),
+            OMP_NUM_THREADS="1",
+            GRADFLOW_DDP_SPEC=json.dumps(spec),
+            PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]),
+        )
         if (loopback := _loopback_interface()) is not None:
             env["GLOO_SOCKET_IFNAME"] = loopback  # gloo's data connections on loopback too
         code = "from gradflow_ref.accumulation import _ddp_worker; _ddp_worker()"
@@ -424,10 +499,14 @@ def ddp_accumulation(world_size: int = 2, accum_steps: int = 4, micro_batch_toke
         try:
             for rank in range(world_size):
                 logs.append(open(os.path.join(out_dir, f"rank{rank}.log"), "w+"))
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-c", code], env=dict(env, RANK=str(rank),
-                                                           LOCAL_RANK=str(rank)),
-                    stdout=logs[-1], stderr=subprocess.STDOUT))
+                procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-c", code],
+                        env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank)),
+                        stdout=logs[-1],
+                        stderr=subprocess.STDOUT,
+                    )
+                )
             deadline = start + timeout_s
             for proc in procs:
                 proc.wait(timeout=max(deadline - time.perf_counter(), 0.01))
@@ -446,16 +525,19 @@ def ddp_accumulation(world_size: int = 2, accum_steps: int = 4, micro_batch_toke
         output = "".join(text)
         codes = [proc.returncode for proc in procs]
         if any(codes) or len(procs) < world_size:
-            raise RuntimeError(f"{func}: the ranks exited with codes {codes} (negative: killed "
-                               f"after timeout_s={timeout_s}); their output ends with:\n"
-                               f"{output[-2000:]}")
+            raise RuntimeError(
+                f"{func}: the ranks exited with codes {codes} (negative: killed "
+                f"after timeout_s={timeout_s}); their output ends with:\n"
+                f"{output[-2000:]}"
+            )
         ranks = [torch.load(os.path.join(out_dir, f"rank{r}.pt")) for r in range(world_size)]
     del store
 
     cfg = TaskConfig()
     model = make_model(cfg, seed)
-    big_batch_grad_(model, make_micro_batches([micro_batch_tokens] * (world_size * accum_steps),
-                                              cfg, seed))
+    big_batch_grad_(
+        model, make_micro_batches([micro_batch_tokens] * (world_size * accum_steps), cfg, seed)
+    )
     reference = flat_grad(model)
 
     def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -468,8 +550,11 @@ def ddp_accumulation(world_size: int = 2, accum_steps: int = 4, micro_batch_toke
         tokens=world_size * accum_steps * micro_batch_tokens,
         max_abs_diff=max_diff(first["no_sync"]["grad"], reference),
         max_abs_diff_sync_every_step=max_diff(first["sync_every_step"]["grad"], reference),
-        rank_disagreement=max(max_diff(r[m]["grad"], first[m]["grad"])
-                              for r in ranks for m in ("no_sync", "sync_every_step")),
+        rank_disagreement=max(
+            max_diff(r[m]["grad"], first[m]["grad"])
+            for r in ranks
+            for m in ("no_sync", "sync_every_step")
+        ),
         allreduces_no_sync=first["no_sync"]["allreduces"],
         allreduces_sync_every_step=first["sync_every_step"]["allreduces"],
         seconds=time.perf_counter() - start,

@@ -44,8 +44,11 @@ def _as_list(tensors, func: str, name: str) -> list[torch.Tensor]:
             )
     if is_generator and not tensors:
         # torch warns the same way: the usual cause is a generator that was already consumed
-        warnings.warn(f"{func}: `{name}` is an empty generator, no gradient clipping will occur.",
-                      UserWarning, stacklevel=3)
+        warnings.warn(
+            f"{func}: `{name}` is an empty generator, no gradient clipping will occur.",
+            UserWarning,
+            stacklevel=3,
+        )
     return tensors
 
 
@@ -64,15 +67,18 @@ _CLIP_VALUE_FIX = "pass the largest absolute gradient element to let through, e.
 
 def _norm_type(norm_type, func: str) -> float:
     if isinstance(norm_type, bool) or not isinstance(norm_type, (numbers.Real, str)):
-        raise TypeError(f"{func}: `norm_type` must be a number or 'inf', "
-                        f"got {type(norm_type).__name__}.")
+        raise TypeError(
+            f"{func}: `norm_type` must be a number or 'inf', got {type(norm_type).__name__}."
+        )
     try:
         p = float(norm_type)  # accepts 2, 2.0, 'inf', float('inf') like torch
     except ValueError:
         p = math.nan
     if not (p >= 0):  # rejects negative p, -inf and nan, which are not norms
-        raise ValueError(f"{func}: `norm_type` must be a number p >= 0 or 'inf', "
-                         f"got {norm_type!r}; use 2.0 (Euclidean) unless you need another.")
+        raise ValueError(
+            f"{func}: `norm_type` must be a number p >= 0 or 'inf', "
+            f"got {norm_type!r}; use 2.0 (Euclidean) unless you need another."
+        )
     return p
 
 
@@ -81,8 +87,10 @@ def _use_foreach(tensors: list[torch.Tensor], device: torch.device, foreach, fun
     if foreach is None:
         return supported and all(type(t) is torch.Tensor for t in tensors)
     if foreach and not supported:
-        raise RuntimeError(f"{func}: `foreach=True` needs a device with foreach kernels, got "
-                           f"{device.type} tensors; pass foreach=None or False.")
+        raise RuntimeError(
+            f"{func}: `foreach=True` needs a device with foreach kernels, got "
+            f"{device.type} tensors; pass foreach=None or False."
+        )
     return bool(foreach)
 
 
@@ -117,8 +125,9 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     return _total_norm(tensors, _norm_type(norm_type, func), error_if_nonfinite, foreach, func)
 
 
-def _total_norm(tensors: list[torch.Tensor], p: float, error_if_nonfinite: bool, foreach,
-                func: str) -> torch.Tensor:
+def _total_norm(
+    tensors: list[torch.Tensor], p: float, error_if_nonfinite: bool, foreach, func: str
+) -> torch.Tensor:
     if not tensors:
         return torch.tensor(0.0)
     norms: list[torch.Tensor] = []
@@ -130,10 +139,12 @@ def _total_norm(tensors: list[torch.Tensor], p: float, error_if_nonfinite: bool,
     first_device = tensors[0].device
     total = torch.linalg.vector_norm(torch.stack([n.to(first_device) for n in norms]), p)
     if error_if_nonfinite and not torch.isfinite(total):
-        raise RuntimeError(f"{func}: the total gradient norm (order {p}) is {total.item()} and "
-                           "`error_if_nonfinite` is True, so the gradients cannot be clipped; "
-                           "find the step that produced nan/inf, or pass "
-                           "error_if_nonfinite=False to scale by it anyway.")
+        raise RuntimeError(
+            f"{func}: the total gradient norm (order {p}) is {total.item()} and "
+            "`error_if_nonfinite` is True, so the gradients cannot be clipped; "
+            "find the step that produced nan/inf, or pass "
+            "error_if_nonfinite=False to scale by it anyway."
+        )
     return total
 
 
@@ -170,8 +181,9 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None) -> Non
 
 
 @torch.no_grad()
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False,
-                    foreach=None) -> torch.Tensor:
+def clip_grad_norm_(
+    parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None
+) -> torch.Tensor:
     """Clip the global gradient norm of `parameters` to `max_norm`, in place.
 
     The norm is taken over all gradients at once, as if concatenated into one vector, so every
@@ -255,11 +267,15 @@ def angle_between(u: torch.Tensor, v: torch.Tensor) -> float:
     """
     u, v = u.detach().reshape(-1).double(), v.detach().reshape(-1).double()
     if u.numel() != v.numel():
-        raise ValueError(f"angle_between: `u` and `v` must have as many elements, "
-                         f"got {u.numel()} and {v.numel()}.")
+        raise ValueError(
+            f"angle_between: `u` and `v` must have as many elements, "
+            f"got {u.numel()} and {v.numel()}."
+        )
     nu, nv = torch.linalg.vector_norm(u), torch.linalg.vector_norm(v)
     if nu == 0 or nv == 0:
-        raise ValueError("angle_between: `u` and `v` must be non-zero, got a zero vector; "
-                         "a zero vector has no direction.")
+        raise ValueError(
+            "angle_between: `u` and `v` must be non-zero, got a zero vector; "
+            "a zero vector has no direction."
+        )
     cos = torch.clamp(torch.dot(u, v) / (nu * nv), -1.0, 1.0)
     return math.degrees(math.acos(cos.item()))

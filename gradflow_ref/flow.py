@@ -47,9 +47,7 @@ def _check_config(cfg: MLPConfig) -> None:
             f"got {cfg.activation!r}."
         )
     if cfg.init not in INITS:
-        raise ValueError(
-            f"MLPConfig: `init` must be one of {', '.join(INITS)}, got {cfg.init!r}."
-        )
+        raise ValueError(f"MLPConfig: `init` must be one of {', '.join(INITS)}, got {cfg.init!r}.")
     if not math.isfinite(cfg.scale) or cfg.scale <= 0:
         raise ValueError(f"MLPConfig: `scale` must be positive and finite, got {cfg.scale!r}.")
 
@@ -147,8 +145,9 @@ def gradient_norms(model: nn.Sequential, x: torch.Tensor, loss=None) -> torch.Te
     finally:
         for h in handles:
             h.remove()
-    return torch.stack([n if n is not None else torch.tensor(0.0, dtype=torch.float64)
-                        for n in norms])
+    return torch.stack(
+        [n if n is not None else torch.tensor(0.0, dtype=torch.float64) for n in norms]
+    )
 
 
 def layer_factors(model: nn.Sequential, x: torch.Tensor) -> torch.Tensor:

@@ -110,8 +110,9 @@ class GradScaler:
                 f"tensors, got {type(outputs).__name__}."
             )
         if self._scale is None:
-            self._scale = torch.full((), self._init_scale, dtype=torch.float32,
-                                     device=outputs.device)
+            self._scale = torch.full(
+                (), self._init_scale, dtype=torch.float32, device=outputs.device
+            )
         self._scaled = True
         return outputs * self._scale.to(outputs.device)
 
@@ -171,8 +172,9 @@ class GradScaler:
         self._require_scaled("step")
         state = self._state(optimizer)
         if state["stage"] is OptState.STEPPED:
-            raise RuntimeError(f"{name}.step: already called since the last update(); "
-                               "call update() first.")
+            raise RuntimeError(
+                f"{name}.step: already called since the last update(); call update() first."
+            )
         if state["stage"] is OptState.READY:
             self.unscale_(optimizer)
         retval = None
@@ -202,8 +204,10 @@ class GradScaler:
         else:
             found = [s["found_inf"] for s in self._states.values() if s["found_inf"] is not None]
             if not found:
-                raise RuntimeError(f"{name}.update: no gradients were checked since the last "
-                                   "update(); call step(optimizer) first.")
+                raise RuntimeError(
+                    f"{name}.update: no gradients were checked since the last "
+                    "update(); call step(optimizer) first."
+                )
             self._update_scale(any(bool(f.item()) for f in found))
         self._states.clear()
         self._scaled = False
@@ -279,10 +283,12 @@ class GradScaler:
             )
         d = {"scale": _positive(func, "scale", state_dict["scale"])}
         if "growth_factor" in self._KEYS:
-            d["growth_factor"] = _positive(func, "growth_factor", state_dict["growth_factor"],
-                                           lo=1.0)
-            d["backoff_factor"] = _positive(func, "backoff_factor", state_dict["backoff_factor"],
-                                            hi=1.0)
+            d["growth_factor"] = _positive(
+                func, "growth_factor", state_dict["growth_factor"], lo=1.0
+            )
+            d["backoff_factor"] = _positive(
+                func, "backoff_factor", state_dict["backoff_factor"], hi=1.0
+            )
             d["growth_interval"] = _interval(func, state_dict["growth_interval"])
             tracker = state_dict["_growth_tracker"]
             if isinstance(tracker, bool) or not isinstance(tracker, int) or tracker < 0:

@@ -111,7 +111,7 @@ def training_state_bytes(
         "master": _nbytes(master.params) if master else 0,
         "master_grads": _nbytes(m.grad for m in master.params) if master else 0,
     }
-    for state in (optimizer.state.values() if optimizer else ()):
+    for state in optimizer.state.values() if optimizer else ():
         for key, value in state.items():
             if isinstance(value, torch.Tensor):
                 out[key] = out.get(key, 0) + _nbytes([value])

@@ -150,8 +150,7 @@ class Trainer:
         >>> report = trainer.step(batches)  # one optimizer step over four micro-batches
     """
 
-    def __init__(self, model, cfg: PipelineConfig | None = None,
-                 loss_fn: Callable | None = None):
+    def __init__(self, model, cfg: PipelineConfig | None = None, loss_fn: Callable | None = None):
         name, cfg = "Trainer", cfg or PipelineConfig()
         if not isinstance(model, nn.Sequential):
             raise TypeError(
@@ -165,15 +164,20 @@ class Trainer:
                 "move the model with model.to(device) first."
             )
         if cfg.dtype not in (torch.bfloat16, torch.float16):
-            raise ValueError(f"{name}: `cfg.dtype` must be torch.bfloat16 or torch.float16, "
-                             f"got {cfg.dtype}.")
+            raise ValueError(
+                f"{name}: `cfg.dtype` must be torch.bfloat16 or torch.float16, got {cfg.dtype}."
+            )
         if cfg.bug is not None and cfg.bug not in BUGS:
             raise ValueError(f"{name}: `cfg.bug` must be None or one of {BUGS}, got {cfg.bug!r}.")
-        if isinstance(cfg.segments, bool) or not isinstance(cfg.segments, int) or not (
-            1 <= cfg.segments <= len(model)
+        if (
+            isinstance(cfg.segments, bool)
+            or not isinstance(cfg.segments, int)
+            or not (1 <= cfg.segments <= len(model))
         ):
-            raise ValueError(f"{name}: `cfg.segments` must be an int between 1 and the number of "
-                             f"layers ({len(model)}), got {cfg.segments!r}.")
+            raise ValueError(
+                f"{name}: `cfg.segments` must be an int between 1 and the number of "
+                f"layers ({len(model)}), got {cfg.segments!r}."
+            )
         _finite(name, "cfg.max_norm", cfg.max_norm)
         warmup_cosine(0, cfg.lr, cfg.warmup_steps, cfg.total_steps, cfg.min_lr)  # checks them
         self.cfg, self.loss_fn = cfg, loss_fn or F.cross_entropy
@@ -181,7 +185,10 @@ class Trainer:
         self.master = MasterWeights(model, dtype=cfg.dtype)
         self.model = self.master.model
         self.optimizer = torch.optim.AdamW(
-            self.master.params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
+            self.master.params,
+            lr=cfg.lr,
+            betas=cfg.betas,
+            eps=cfg.eps,
             weight_decay=cfg.weight_decay,
         )
         self.schedule = WarmupCosine(self.optimizer, cfg.warmup_steps, cfg.total_steps, cfg.min_lr)
@@ -209,8 +216,10 @@ class Trainer:
             ValueError: `micro_batches` is empty.
         """
         if len(micro_batches) == 0:
-            raise ValueError("Trainer.step: `micro_batches` must hold at least one "
-                             "(inputs, targets) pair, got none.")
+            raise ValueError(
+                "Trainer.step: `micro_batches` must hold at least one "
+                "(inputs, targets) pair, got none."
+            )
         cfg, bug, n = self.cfg, self.cfg.bug, len(micro_batches)
         lr, loss_sum, norm = self.optimizer.param_groups[0]["lr"], 0.0, None
         for x, y in micro_batches:

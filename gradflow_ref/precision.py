@@ -67,7 +67,7 @@ class FloatFormat:
     @property
     def max(self) -> float:
         # Without inf, the all-ones mantissa of the top exponent is NaN, so max has one bit less.
-        frac = 2 - 2.0 ** -self.mantissa_bits * (1 if self.has_inf else 2)
+        frac = 2 - 2.0**-self.mantissa_bits * (1 if self.has_inf else 2)
         return math.ldexp(frac, self.emax)
 
     @property

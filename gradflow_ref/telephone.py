@@ -56,8 +56,16 @@ def chain_gradients(factor: float, depth: int = 50, *, dtype=torch.float64, devi
     return torch.stack([x.grad for x in inputs])
 
 
-def network_gradients(factor: float, depth: int = 50, *, width: int = 64, batch: int = 16,
-                      init: str = "orthogonal", seed: int = 0, device=None):
+def network_gradients(
+    factor: float,
+    depth: int = 50,
+    *,
+    width: int = 64,
+    batch: int = 16,
+    init: str = "orthogonal",
+    seed: int = 0,
+    device=None,
+):
     """Return per-layer gradient norms of a real deep linear network with gain `factor`.
 
     Every layer is a width x width matrix drawn by `init` and multiplied by `factor`. With
@@ -85,13 +93,15 @@ def network_gradients(factor: float, depth: int = 50, *, width: int = 64, batch:
         raise ValueError(
             f"network_gradients: `init` must be 'orthogonal' or 'xavier', got {init!r}."
         )
-    cfg = MLPConfig(depth=depth, width=width, activation="identity", init=init,
-                    scale=factor, seed=seed)
+    cfg = MLPConfig(
+        depth=depth, width=width, activation="identity", init=init, scale=factor, seed=seed
+    )
     # float64: at factor 1.1 and depth 50 the norms span a factor of ~117, far from any limit,
     # but the exact-gain comparison with factor ** k is cleaner without float32 rounding.
     model = build_mlp(cfg, dtype=torch.float64, device=device)
-    x = torch.randn(batch, width, generator=torch.Generator().manual_seed(seed + 1),
-                    dtype=torch.float64).to(device)
+    x = torch.randn(
+        batch, width, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64
+    ).to(device)
     norms = gradient_norms(model, x)
     # loss = out.sum(): the gradient at the output is all ones, norm sqrt(batch * width)
     return norms / math.sqrt(batch * width)

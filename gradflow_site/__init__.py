@@ -1,4 +1,4 @@
-"""Build-time helpers for the Gradient Flow guide: figures, tables, quizzes, mkdocs hooks, benchmarks.
+"""Build-time helpers for the Gradient Flow guide: figures, quizzes, mkdocs hooks, benchmarks.
 
 Kept apart from gradflow_ref so the reference implementation stays torch-only.
 """

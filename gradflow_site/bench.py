@@ -39,9 +39,22 @@ def _copy_tree(dest: Path) -> None:
 def clean_build(site_dir: Path) -> float:
     """Return the wall time of a strict build into an empty `site_dir`, in seconds."""
     start = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
-                             "--site-dir", str(site_dir)], cwd=ROOT, env=ENV,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--quiet",
+            "--site-dir",
+            str(site_dir),
+        ],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+    )
     elapsed = time.perf_counter() - start
     if result.returncode != 0:
         sys.exit(f"bench: the strict build failed:\n{result.stdout}\n{result.stderr}")
@@ -74,9 +87,21 @@ def serve_edit_latency(page: str = "telephone", timeout: float = 300) -> tuple[f
         port = _free_port()
         base = urlsplit(_site_url()).path.rstrip("/")
         url = f"http://127.0.0.1:{port}{base}/{page}/"
-        proc = subprocess.Popen([sys.executable, "-m", "mkdocs", "serve", "--dev-addr",
-                                 f"127.0.0.1:{port}", "--no-livereload"], cwd=work, env=ENV,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mkdocs",
+                "serve",
+                "--dev-addr",
+                f"127.0.0.1:{port}",
+                "--no-livereload",
+            ],
+            cwd=work,
+            env=ENV,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             start = time.perf_counter()
             while _get(url) is None:
@@ -106,8 +131,13 @@ def _site_url() -> str:
 def test_suite() -> tuple[float, str]:
     """Return (seconds, pytest's closing line) for the whole test suite."""
     start = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-                            cwd=ROOT, env=ENV, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+    )
     elapsed = time.perf_counter() - start
     lines = [ln for ln in result.stdout.strip().splitlines() if ln.strip()]
     return elapsed, (lines[-1] if lines else f"pytest exited {result.returncode}")

@@ -63,24 +63,30 @@ def checkpoint_sweep(device, repeats=9) -> dict:
     for segments in (1, 2, 4, 8, 16, 32, 64):
         run = partial(checkpoint_sequential, net, segments, x)
         stats = measure(run, net)  # also warms up
-        ref = measure(partial(torch_checkpoint_sequential, net, segments, x, use_reentrant=False),
-                      net)
-        rows.append({
-            "segments": segments,
-            "k": n // segments,
-            "saved_bytes": stats.saved_bytes,
-            "saved_activations": stats.saved_bytes / unit,
-            "model_activations": segment_model(n, n // segments),
-            "torch_saved_bytes": ref.saved_bytes,
-            "peak_bytes": stats.peak_bytes,
-            "torch_peak_bytes": ref.peak_bytes,
-            "recomputed": stats.recomputed,
-            "seconds": _median_seconds(partial(_forward_backward, run), device, repeats),
-        })
+        ref = measure(
+            partial(torch_checkpoint_sequential, net, segments, x, use_reentrant=False), net
+        )
+        rows.append(
+            {
+                "segments": segments,
+                "k": n // segments,
+                "saved_bytes": stats.saved_bytes,
+                "saved_activations": stats.saved_bytes / unit,
+                "model_activations": segment_model(n, n // segments),
+                "torch_saved_bytes": ref.saved_bytes,
+                "peak_bytes": stats.peak_bytes,
+                "torch_peak_bytes": ref.peak_bytes,
+                "recomputed": stats.recomputed,
+                "seconds": _median_seconds(partial(_forward_backward, run), device, repeats),
+            }
+        )
     plain = rows[0]
     best = min(rows, key=lambda r: r["saved_bytes"])
     return {
-        "n_layers": n, "width": width, "batch": batch, "rows": rows,
+        "n_layers": n,
+        "width": width,
+        "batch": batch,
+        "rows": rows,
         "torch_equal": all(r["saved_bytes"] == r["torch_saved_bytes"] for r in rows),
         "best_k": best["k"],
         "saving_at_best": plain["saved_bytes"] / best["saved_bytes"],
@@ -98,12 +104,19 @@ def pipeline_bench(device, steps=10) -> dict:
     """Time Trainer.step (BF16, 4 micro-batches) with and without checkpointing; CUDA peak."""
     width, depth, rows = (2048, 16, 1024) if device.type == "cuda" else (128, 8, 64)
     gen = torch.Generator(device=device).manual_seed(0)
-    batches = [(torch.randn(rows, width, device=device, generator=gen),
-                torch.randint(0, 16, (rows,), device=device, generator=gen)) for _ in range(4)]
+    batches = [
+        (
+            torch.randn(rows, width, device=device, generator=gen),
+            torch.randint(0, 16, (rows,), device=device, generator=gen),
+        )
+        for _ in range(4)
+    ]
     out = {"width": width, "depth": depth, "rows": rows, "micro_batches": 4}
     for name, segments in (("no_checkpointing", 1), ("checkpointing", 4)):
-        trainer = Trainer(_classifier(width, depth, device),
-                          PipelineConfig(warmup_steps=2, total_steps=steps + 2, segments=segments))
+        trainer = Trainer(
+            _classifier(width, depth, device),
+            PipelineConfig(warmup_steps=2, total_steps=steps + 2, segments=segments),
+        )
         trainer.step(batches)  # warm-up
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
@@ -125,8 +138,10 @@ def precision_bench(device, repeats=10) -> dict:
         out.float().sum().backward()
 
     run(torch.float32), run(torch.bfloat16)
-    return {name: _median_seconds(lambda d=dtype: run(d), device, repeats)
-            for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16))}
+    return {
+        name: _median_seconds(lambda d=dtype: run(d), device, repeats)
+        for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16))
+    }
 
 
 def _device_name(device):
@@ -144,8 +159,9 @@ def main(argv=None) -> dict:
     """Run all benchmarks, print a summary and write the JSON file; return the result."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--out", default=None,
-                        help="JSON path (default: results/bench-<device>.json)")
+    parser.add_argument(
+        "--out", default=None, help="JSON path (default: results/bench-<device>.json)"
+    )
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda" and device.index is None:
@@ -168,22 +184,30 @@ def main(argv=None) -> dict:
 
     sweep = result["checkpointing"]
     print(f"{name} ({device.type}), torch {torch.__version__}")
-    print(f"checkpointing sweep: {sweep['n_layers']}-layer MLP, width {sweep['width']}, "
-          f"batch {sweep['batch']}")
+    print(
+        f"checkpointing sweep: {sweep['n_layers']}-layer MLP, width {sweep['width']}, "
+        f"batch {sweep['batch']}"
+    )
     for r in sweep["rows"]:
         peak = f"{r['peak_bytes'] / 2**20:8.1f} MiB peak" if r["peak_bytes"] is not None else ""
-        print(f"  K={r['k']:>2}: {r['saved_activations']:5.1f} activations held "
-              f"(model {r['model_activations']:5.1f}), {r['recomputed']:>2} recomputed, "
-              f"{r['seconds'] * 1e3:8.2f} ms {peak}")
-    print(f"  best K = {sweep['best_k']}: {sweep['saving_at_best']:.2f}x fewer saved bytes, "
-          f"{sweep['time_ratio_at_best']:.2f}x the time; equal to torch: {sweep['torch_equal']}")
+        print(
+            f"  K={r['k']:>2}: {r['saved_activations']:5.1f} activations held "
+            f"(model {r['model_activations']:5.1f}), {r['recomputed']:>2} recomputed, "
+            f"{r['seconds'] * 1e3:8.2f} ms {peak}"
+        )
+    print(
+        f"  best K = {sweep['best_k']}: {sweep['saving_at_best']:.2f}x fewer saved bytes, "
+        f"{sweep['time_ratio_at_best']:.2f}x the time; equal to torch: {sweep['torch_equal']}"
+    )
     for key in ("no_checkpointing", "checkpointing"):
         p = result["pipeline"][key]
         peak = f", {p['peak_bytes'] / 2**20:.1f} MiB peak" if p["peak_bytes"] else ""
         print(f"pipeline step, {key}: {p['step_seconds'] * 1e3:.2f} ms{peak}")
     prec = result["precision"]
-    print(f"MLP forward+backward: FP32 {prec['float32'] * 1e3:.2f} ms, "
-          f"BF16 autocast {prec['bfloat16'] * 1e3:.2f} ms")
+    print(
+        f"MLP forward+backward: FP32 {prec['float32'] * 1e3:.2f} ms, "
+        f"BF16 autocast {prec['bfloat16'] * 1e3:.2f} ms"
+    )
     print(f"wrote {out}")
     return result
 

@@ -27,8 +27,15 @@ from pathlib import Path
 
 __all__ = ["install", "start_build", "stats"]
 
-_state: dict = {"root": None, "dir": None, "fingerprint": "", "sessions": {}, "installed": False,
-                "hits": 0, "misses": 0}
+_state: dict = {
+    "root": None,
+    "dir": None,
+    "fingerprint": "",
+    "sessions": {},
+    "installed": False,
+    "hits": 0,
+    "misses": 0,
+}
 
 
 def _enabled() -> bool:

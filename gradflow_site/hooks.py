@@ -25,10 +25,20 @@ _stamp: str = ""
 def _commit(root: Path) -> str:
     """Return the short commit of the checkout, with "+dirty" for uncommitted changes."""
     try:
-        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, check=True,
-                             capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=root, check=True, capture_output=True, text=True).stdout
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=root,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
     return sha + ("+dirty" if dirty.strip() else "")
@@ -61,8 +71,11 @@ def on_config(config, **kwargs):
         f"the site was built: torch {torch.__version__}, Python {platform.python_version()}, "
         f"commit <code>{commit}</code>.</p>"
     )
-    config.extra["verified"] = {"torch": torch.__version__,
-                                "python": platform.python_version(), "commit": commit}
+    config.extra["verified"] = {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "commit": commit,
+    }
     for handler in logging.getLogger("mkdocs").handlers:
         if not any(isinstance(f, _PageNameFilter) for f in handler.filters):
             handler.addFilter(_PageNameFilter())
@@ -81,7 +94,7 @@ _labs: dict[str, str] = {}
 def _nav_targets(nav) -> list[str]:
     out = []
     for entry in nav or []:
-        for target in (entry.values() if isinstance(entry, dict) else [entry]):
+        for target in entry.values() if isinstance(entry, dict) else [entry]:
             out += _nav_targets(target) if isinstance(target, list) else [target]
     return out
 
@@ -112,8 +125,14 @@ def on_files(files, config, **kwargs):
             shutil.copyfile(source, out / target)
     for uri in [f"labs/{name}.ipynb" for name in sorted(_labs)] + rendered:
         if (out / uri).exists():
-            files.append(File(uri, src_dir=str(out), dest_dir=config.site_dir,
-                              use_directory_urls=config.use_directory_urls))
+            files.append(
+                File(
+                    uri,
+                    src_dir=str(out),
+                    dest_dir=config.site_dir,
+                    use_directory_urls=config.use_directory_urls,
+                )
+            )
     return files
 
 
@@ -123,10 +142,13 @@ def on_page_markdown(markdown, page, **kwargs):
     name = Path(page.file.src_uri).stem
     if page.file.src_uri.endswith(".md") and name in _labs:
         # a download button under the chapter's title
-        button = (f"[:material-download: Download this chapter as a notebook](labs/{name}.ipynb)"
-                  "{ .md-button download }\n")
-        markdown = re.sub(r"^(# .+\n)", lambda m: m.group(1) + "\n" + button, markdown, count=1,
-                          flags=re.M)
+        button = (
+            f"[:material-download: Download this chapter as a notebook](labs/{name}.ipynb)"
+            "{ .md-button download }\n"
+        )
+        markdown = re.sub(
+            r"^(# .+\n)", lambda m: m.group(1) + "\n" + button, markdown, count=1, flags=re.M
+        )
     return markdown
 
 
@@ -146,8 +168,10 @@ def _rewrite_md_links(html: str, page, files) -> str:
         src = posixpath.normpath(posixpath.join(posixpath.dirname(page.file.src_uri), target))
         file = files.get_file_from_path(src)
         if file is None:
-            log.warning(f"docs/{page.file.src_uri}: executed output links to '{target}', "
-                        "which is not a page of the site. Fix the link in the code block.")
+            log.warning(
+                f"docs/{page.file.src_uri}: executed output links to '{target}', "
+                "which is not a page of the site. Fix the link in the code block."
+            )
             return match.group(0)
         return f'href="{file.url_relative_to(page.file)}{anchor}"'
 
@@ -206,7 +230,7 @@ def missing_assets(site_dir: Path, base_path: str = "/") -> list[tuple[str, str]
                 continue
             path = unquote(urlsplit(ref).path)
             if path.startswith("/"):
-                rel = path[len(base_path):] if path.startswith(base_path) else path.lstrip("/")
+                rel = path[len(base_path) :] if path.startswith(base_path) else path.lstrip("/")
                 target = site_dir / rel
             else:
                 target = page.parent / path
@@ -229,5 +253,7 @@ def on_post_build(config, **kwargs):
     site_dir = Path(config.site_dir)
     base_path = urlsplit(config.site_url or "/").path
     for where, ref in missing_assets(site_dir, base_path):
-        log.warning(f"{where}: references the local asset '{ref}', which the built site lacks. "
-                    "Add the file under docs/ or fix the reference.")
+        log.warning(
+            f"{where}: references the local asset '{ref}', which the built site lacks. "
+            "Add the file under docs/ or fix the reference."
+        )

@@ -46,8 +46,11 @@ def _imports(source: str) -> set[str]:
             names = [a.name for a in node.names]
         else:
             continue
-        found |= {n.split(".")[1] for n in names
-                  if n.startswith("gradflow_ref.") and len(n.split(".")) >= 2}
+        found |= {
+            n.split(".")[1]
+            for n in names
+            if n.startswith("gradflow_ref.") and len(n.split(".")) >= 2
+        }
     return found
 
 
@@ -95,17 +98,19 @@ def notebook(name: str, title: str, package: Path = ROOT / "gradflow_ref") -> di
         "sys.path.insert(0, str(_lib))\n"
         "os.environ['PYTHONPATH'] = os.pathsep.join(\n"
         "    [str(_lib)] + [p for p in [os.environ.get('PYTHONPATH')] if p])\n"
-        "for _mod in [m for m in sys.modules if m == 'gradflow_ref' or m.startswith('gradflow_ref.')]:\n"
+        "for _mod in [m for m in sys.modules if m.split('.')[0] == 'gradflow_ref']:\n"
         "    del sys.modules[_mod]\n"
         "%matplotlib inline"
     )
     cells = [
-        _cell("markdown",
-              f"# Lab: {title}\n\n"
-              f"The runnable code of the chapter *{title}* of the Gradient Flow guide, one cell "
-              "per section of the chapter, in page order. It needs only `torch` and "
-              "`matplotlib` and runs on a laptop CPU (or in Colab) in seconds. Run the cells "
-              "from the top; change a number and run again to see what moves."),
+        _cell(
+            "markdown",
+            f"# Lab: {title}\n\n"
+            f"The runnable code of the chapter *{title}* of the Gradient Flow guide, one cell "
+            "per section of the chapter, in page order. It needs only `torch` and "
+            "`matplotlib` and runs on a laptop CPU (or in Colab) in seconds. Run the cells "
+            "from the top; change a number and run again to see what moves.",
+        ),
         _cell("code", setup),
     ]
     for section, text in parts:
@@ -125,7 +130,7 @@ def chapters(nav: list) -> dict[str, str]:
     """Return {name: title} for every nav page that has a snippet file of the same name."""
     found = {}
     for entry in nav:
-        for title, target in (entry.items() if isinstance(entry, dict) else [(None, entry)]):
+        for title, target in entry.items() if isinstance(entry, dict) else [(None, entry)]:
             if isinstance(target, list):
                 found |= chapters(target)
             elif isinstance(target, str) and target.endswith(".md"):

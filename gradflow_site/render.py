@@ -34,7 +34,7 @@ def svg(fig, alt: str, caption: str | None = None) -> str:
     fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
     plt.close(fig)
     text = buf.getvalue()
-    text = text[text.index("<svg"):]
+    text = text[text.index("<svg") :]
     label = html.escape(alt.strip(), quote=True)
     text = re.sub(r"<svg\b", f'<svg role="img" aria-label="{label}"', text, count=1)
     text = re.sub(r"(<svg[^>]*>)", rf"\1<title>{label}</title>", text, count=1)
@@ -42,8 +42,9 @@ def svg(fig, alt: str, caption: str | None = None) -> str:
     return f'<figure class="gf-figure">{text}{cap}</figure>'
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]],
-          align: str | None = None) -> str:
+def table(
+    headers: Sequence[str], rows: Sequence[Sequence[object]], align: str | None = None
+) -> str:
     """Return a Markdown table.
 
     Args:
@@ -69,8 +70,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]],
     return "\n".join(lines) + "\n"
 
 
-def quiz(question: str, choices: Sequence[tuple[str, str]], answer: int,
-         title: str = "Question") -> str:
+def quiz(
+    question: str, choices: Sequence[tuple[str, str]], answer: int, title: str = "Question"
+) -> str:
     """Return a quiz as Markdown: the question, then one collapsible block per choice.
 
     Each choice opens to its feedback, which says whether it is right and explains why, so a

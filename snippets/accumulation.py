@@ -30,8 +30,10 @@ micro_batches = split_micro_batches(x, y, accum_steps=4)
 accumulate_grad_(model, micro_batches, normalization="micro_mean")
 accumulated = flat_grad(model).clone()
 
-print(f"one batch of 32 vs 4 micro-batches of 8: largest difference "
-      f"{(big - accumulated).abs().max():.1e} (float64)")
+print(
+    f"one batch of 32 vs 4 micro-batches of 8: largest difference "
+    f"{(big - accumulated).abs().max():.1e} (float64)"
+)
 assert torch.allclose(big, accumulated, rtol=1e-12, atol=1e-15)
 # --8<-- [end:equivalence]
 
@@ -41,8 +43,10 @@ forgot = flat_grad(model).clone()
 ratio = forgot.norm() / big.norm()
 print(f"without the divisor the gradient is {ratio:.4f}x too large (accum_steps = 4)")
 for optimizer in ("sgd", "adamw"):
-    print(f"{optimizer:>5}: the first update moves the weights "
-          f"{divisor_bug_update_ratio(optimizer, accum_steps=4):.4f}x as far")
+    print(
+        f"{optimizer:>5}: the first update moves the weights "
+        f"{divisor_bug_update_ratio(optimizer, accum_steps=4):.4f}x as far"
+    )
 assert abs(ratio - 4) < 1e-12
 # --8<-- [end:divisor_bug]
 
@@ -55,8 +59,10 @@ for normalization in ("global", "micro_mean"):
     accumulate_grad_(model, uneven, normalization=normalization)
     results[normalization] = flat_grad(model).clone()
     error = (results[normalization] - truth).norm() / truth.norm()
-    print(f"{normalization:>10}: {error:.1%} off the big-batch gradient, "
-          f"turned {angle_between(truth, results[normalization]):.1f} degrees")
+    print(
+        f"{normalization:>10}: {error:.1%} off the big-batch gradient, "
+        f"turned {angle_between(truth, results[normalization]):.1f} degrees"
+    )
 assert (results["global"] - truth).abs().max() < 1e-15
 # --8<-- [end:unequal_tokens]
 
@@ -67,8 +73,10 @@ clipped_big = flat_grad(model).clone()
 for clip in ("once", "each"):
     accumulate_grad_(model, batches, max_norm=0.1, clip=clip)
     g = flat_grad(model)
-    print(f"clip {clip:>4}: norm {g.norm():.4f}, {angle_between(clipped_big, g):5.1f} degrees "
-          f"from the clipped big batch")
+    print(
+        f"clip {clip:>4}: norm {g.norm():.4f}, {angle_between(clipped_big, g):5.1f} degrees "
+        f"from the clipped big batch"
+    )
 assert angle_between(clipped_big, g) > 5
 # --8<-- [end:clip_once]
 
@@ -90,16 +98,22 @@ fig.tight_layout()
 B, T, total = 64, 1024, 524288
 for world_size in (1, 2, 8):
     steps = grad_accum_steps(total, B, T, world_size)
-    print(f"world_size {world_size}: {B} x {T} x {world_size} x {steps} micro-steps "
-          f"= {B * T * world_size * steps:,} tokens per optimizer step")
+    print(
+        f"world_size {world_size}: {B} x {T} x {world_size} x {steps} micro-steps "
+        f"= {B * T * world_size * steps:,} tokens per optimizer step"
+    )
 assert 64 * 1024 * 8 == 524288 == 2**19
 # --8<-- [end:effective_batch]
 
 # --8<-- [start:ddp]
 result = ddp_accumulation(world_size=2, accum_steps=4)
-print(f"2 processes x 4 micro-batches under DDP vs one process, one batch of "
-      f"{result.tokens} tokens: largest difference {result.max_abs_diff:.1e}")
-print(f"all-reduces per step: {result.allreduces_sync_every_step} syncing every micro-step, "
-      f"{result.allreduces_no_sync} with no_sync(); {result.allreduces_saved} saved")
+print(
+    f"2 processes x 4 micro-batches under DDP vs one process, one batch of "
+    f"{result.tokens} tokens: largest difference {result.max_abs_diff:.1e}"
+)
+print(
+    f"all-reduces per step: {result.allreduces_sync_every_step} syncing every micro-step, "
+    f"{result.allreduces_no_sync} with no_sync(); {result.allreduces_saved} saved"
+)
 assert result.max_abs_diff < 1e-15 and result.allreduces_saved == 3
 # --8<-- [end:ddp]

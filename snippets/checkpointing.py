@@ -29,8 +29,10 @@ x = torch.randn(batch, width)
 for depth in (8, 16, 32, 64):
     net = mlp(depth, width)
     stats = measure(partial(net, x), net)
-    print(f"{depth:>2} layers: {stats.saved_bytes / 1024:5.1f} KiB held for backward "
-          f"= {stats.saved_bytes // unit:>2} activations of {unit} bytes")
+    print(
+        f"{depth:>2} layers: {stats.saved_bytes / 1024:5.1f} KiB held for backward "
+        f"= {stats.saved_bytes // unit:>2} activations of {unit} bytes"
+    )
 assert stats.saved_bytes == (depth + 1) * unit
 # --8<-- [end:activation_problem]
 
@@ -39,12 +41,18 @@ net = mlp(64, width)
 plain = measure(lambda: net(x), net)
 ours = measure(lambda: checkpoint_sequential(net, 8, x), net)
 ref = measure(lambda: torch_checkpoint_sequential(net, 8, x, use_reentrant=False), net)
-print(f"no checkpointing   : {plain.saved_bytes // unit} activations held, "
-      f"{plain.recomputed} layers recomputed")
-print(f"8 segments (ours)  : {ours.saved_bytes // unit} activations held, "
-      f"{ours.recomputed} layers recomputed")
-print(f"8 segments (torch) : {ref.saved_bytes // unit} activations held, "
-      f"{ref.recomputed} layers recomputed")
+print(
+    f"no checkpointing   : {plain.saved_bytes // unit} activations held, "
+    f"{plain.recomputed} layers recomputed"
+)
+print(
+    f"8 segments (ours)  : {ours.saved_bytes // unit} activations held, "
+    f"{ours.recomputed} layers recomputed"
+)
+print(
+    f"8 segments (torch) : {ref.saved_bytes // unit} activations held, "
+    f"{ref.recomputed} layers recomputed"
+)
 print(f"memory saved: {plain.saved_bytes / ours.saved_bytes:.2f}x")
 assert ours.saved_bytes == ref.saved_bytes and plain.saved_bytes >= 3 * ours.saved_bytes
 # --8<-- [end:segments]
@@ -67,8 +75,10 @@ ax.set_ylabel("activations held after forward")
 ax.set_title("64-layer MLP: memory against segment length")
 ax.legend(fontsize=8)
 best = min(points, key=lambda p: p[1])
-print(f"fewest measured: K = {best[0]}, {best[1]:.0f} activations "
-      f"(model {segment_model(n, best[0]):.0f}, no checkpointing {n + 1})")
+print(
+    f"fewest measured: K = {best[0]}, {best[1]:.0f} activations "
+    f"(model {segment_model(n, best[0]):.0f}, no checkpointing {n + 1})"
+)
 assert best == (8, segment_model(n, 8))
 # --8<-- [end:sweep_figure]
 
@@ -81,11 +91,14 @@ results = Path(gradflow_ref.__file__).resolve().parents[1] / "results"
 runs = [json.loads(p.read_text()) for p in sorted(results.glob("bench-*.json"))]
 for run in runs:
     rows = {row["k"]: row for row in run["checkpointing"]["rows"]}
-    print(f"wall time, K = 8 against no checkpointing: "
-          f"{rows[8]['seconds'] / rows[64]['seconds']:.2f}x on {run['device']} "
-          f"(width {run['checkpointing']['width']}, measured {run['date']})")
+    print(
+        f"wall time, K = 8 against no checkpointing: "
+        f"{rows[8]['seconds'] / rows[64]['seconds']:.2f}x on {run['device']} "
+        f"(width {run['checkpointing']['width']}, measured {run['date']})"
+    )
 assert stats.recomputed == 64 - 8
 # --8<-- [end:overhead]
+
 
 # --8<-- [start:per_layer_pitfall]
 def run_layers(layers, h, wrap):
@@ -94,8 +107,9 @@ def run_layers(layers, h, wrap):
     return h
 
 
-cfg = MemoryConfig(n_layers=16, hidden=64, n_heads=4, seq_len=32, micro_batch=2, vocab=96,
-                   dropout=False)
+cfg = MemoryConfig(
+    n_layers=16, hidden=64, n_heads=4, seq_len=32, micro_batch=2, vocab=96, dropout=False
+)
 gpt = GPT(cfg)
 h0 = gpt.embed(torch.randint(0, cfg.vocab, (2, 32))).detach()
 cases = {
@@ -112,6 +126,7 @@ for name, (layers, h, wrap) in cases.items():
     print(f"{name:<37} {held[name]:6.1f} layer inputs held, {stats.recomputed:>2} recomputed")
 assert held["64-layer MLP, every layer"] >= 0.98 * held["64-layer MLP, no checkpointing"]
 # --8<-- [end:per_layer_pitfall]
+
 
 # --8<-- [start:pytorch_usage]
 class SegmentedStack(torch.nn.Module):
@@ -130,16 +145,20 @@ class SegmentedStack(torch.nn.Module):
 
 
 stats = measure(lambda: SegmentedStack(net, k=8)(x), net)
-print(f"SegmentedStack(k=8): {stats.saved_bytes // unit} activations held, "
-      f"{stats.recomputed} layers recomputed")
+print(
+    f"SegmentedStack(k=8): {stats.saved_bytes // unit} activations held, "
+    f"{stats.recomputed} layers recomputed"
+)
 
 net.zero_grad()
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     torch_checkpoint_sequential(net, 8, x).sum().backward()
 missing = sum(p.grad is None for p in net.parameters())
-print(f"checkpoint_sequential(net, 8, x) without use_reentrant: {len(caught)} warnings, "
-      f"{missing} of {len(list(net.parameters()))} parameters get no gradient")
+print(
+    f"checkpoint_sequential(net, 8, x) without use_reentrant: {len(caught)} warnings, "
+    f"{missing} of {len(list(net.parameters()))} parameters get no gradient"
+)
 assert missing == 7 * 8 * 2
 # --8<-- [end:pytorch_usage]
 
@@ -147,13 +166,19 @@ assert missing == 7 * 8 * 2
 gpu_runs = [r for r in runs if r["device_type"] == "cuda"]
 for run in gpu_runs:
     sweep = run["checkpointing"]
-    print(f"{run['device']}, torch {run['torch']}, {run['date']}: {sweep['n_layers']} layers, "
-          f"width {sweep['width']}, batch {sweep['batch']}")
+    print(
+        f"{run['device']}, torch {run['torch']}, {run['date']}: {sweep['n_layers']} layers, "
+        f"width {sweep['width']}, batch {sweep['batch']}"
+    )
     for row in sweep["rows"]:
-        print(f"  K = {row['k']:>2}: {row['peak_bytes'] / 2**20:8.1f} MiB peak, "
-              f"{row['saved_activations']:5.1f} activations held, {row['recomputed']:>2} "
-              f"recomputed, {row['seconds'] * 1e3:7.2f} ms")
+        print(
+            f"  K = {row['k']:>2}: {row['peak_bytes'] / 2**20:8.1f} MiB peak, "
+            f"{row['saved_activations']:5.1f} activations held, {row['recomputed']:>2} "
+            f"recomputed, {row['seconds'] * 1e3:7.2f} ms"
+        )
 if not gpu_runs:
-    print("No GPU benchmark is committed: every figure on this page was measured on a CPU, "
-          "the bytes and counts while the page was built.")
+    print(
+        "No GPU benchmark is committed: every figure on this page was measured on a CPU, "
+        "the bytes and counts while the page was built."
+    )
 # --8<-- [end:gpu_sweep]

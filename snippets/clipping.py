@@ -15,13 +15,17 @@ a = torch.zeros(2, requires_grad=True)
 b = torch.zeros(1, requires_grad=True)
 a.grad, b.grad = torch.tensor([3.0, 4.0]), torch.tensor([0.0])
 total = clip_grad_norm_([a, b], max_norm=1.0)
-print(f"max_norm=1.0:  global norm {total:.4f}, clipped to "
-      f"[{a.grad[0]:.4f}, {a.grad[1]:.4f}] and [{b.grad[0]:.4f}]")
+print(
+    f"max_norm=1.0:  global norm {total:.4f}, clipped to "
+    f"[{a.grad[0]:.4f}, {a.grad[1]:.4f}] and [{b.grad[0]:.4f}]"
+)
 
 a.grad, b.grad = torch.tensor([3.0, 4.0]), torch.tensor([0.0])
 total = clip_grad_norm_([a, b], max_norm=10.0)
-print(f"max_norm=10.0: global norm {total:.4f}, left as "
-      f"[{a.grad[0]:.4f}, {a.grad[1]:.4f}] and [{b.grad[0]:.4f}]")
+print(
+    f"max_norm=10.0: global norm {total:.4f}, left as "
+    f"[{a.grad[0]:.4f}, {a.grad[1]:.4f}] and [{b.grad[0]:.4f}]"
+)
 assert a.grad.tolist() == [3.0, 4.0]
 # --8<-- [end:hand_calc]
 
@@ -33,8 +37,10 @@ by_norm.grad, by_value.grad = g.clone(), g.clone()
 clip_grad_norm_(by_norm, max_norm=1.0)
 clip_grad_value_(by_value, clip_value=1.0)
 for name, v in [("norm-clipped", by_norm.grad), ("value-clipped", by_value.grad)]:
-    print(f"{name:>13}: [{v[0]:.3f}, {v[1]:.3f}]  length {v.norm():.3f}  "
-          f"turned by {angle_between(g, v):.1f} degrees")
+    print(
+        f"{name:>13}: [{v[0]:.3f}, {v[1]:.3f}]  length {v.norm():.3f}  "
+        f"turned by {angle_between(g, v):.1f} degrees"
+    )
 assert angle_between(g, by_norm.grad) < 0.01 < 10 < angle_between(g, by_value.grad)
 # --8<-- [end:norm_vs_value]
 
@@ -42,15 +48,25 @@ assert angle_between(g, by_norm.grad) < 0.01 < 10 < angle_between(g, by_value.gr
 fig, ax = plt.subplots(figsize=(7, 3.6))
 theta = torch.linspace(0, 2 * math.pi, 200)
 ax.plot(theta.cos(), theta.sin(), color="0.5", lw=1, label="max_norm = 1 (circle)")
-ax.plot([-1, 1, 1, -1, -1], [-1, -1, 1, 1, -1], color="0.5", lw=1, ls=":",
-        label="clip_value = 1 (square)")
+ax.plot(
+    [-1, 1, 1, -1, -1],
+    [-1, -1, 1, 1, -1],
+    color="0.5",
+    lw=1,
+    ls=":",
+    label="clip_value = 1 (square)",
+)
 for v, color, label in [
     (g, "C3", f"gradient, length {g.norm():.2f}"),
     (by_norm.grad, "C2", f"norm-clipped, turned {angle_between(g, by_norm.grad):.1f}°"),
     (by_value.grad, "C1", f"value-clipped, turned {angle_between(g, by_value.grad):.1f}°"),
 ]:
-    ax.annotate("", xy=(v[0].item(), v[1].item()), xytext=(0, 0),
-                arrowprops={"arrowstyle": "-|>", "color": color, "lw": 2})
+    ax.annotate(
+        "",
+        xy=(v[0].item(), v[1].item()),
+        xytext=(0, 0),
+        arrowprops={"arrowstyle": "-|>", "color": color, "lw": 2},
+    )
     ax.plot([], [], color=color, lw=2, label=label)
 ax.set_xlim(-1.3, 2.7)
 ax.set_ylim(-1.3, 1.6)
@@ -86,12 +102,16 @@ for p, q in zip(model.parameters(), twin.parameters()):
     q.grad = p.grad.clone()
 ours = clip_grad_norm_(model.parameters(), max_norm=1.0)
 theirs = torch.nn.utils.clip_grad_norm_(twin.parameters(), max_norm=1.0)
-diff = max((p.grad - q.grad).abs().max().item()
-           for p, q in zip(model.parameters(), twin.parameters()))
-print(f"total norm: gradflow_ref {ours:.6f}, torch {theirs:.6f}; "
-      f"largest gradient difference {diff:.1e}")
+diff = max(
+    (p.grad - q.grad).abs().max().item() for p, q in zip(model.parameters(), twin.parameters())
+)
+print(
+    f"total norm: gradflow_ref {ours:.6f}, torch {theirs:.6f}; "
+    f"largest gradient difference {diff:.1e}"
+)
 assert diff == 0.0 and ours.item() == theirs.item()
 # --8<-- [end:reference]
+
 
 # --8<-- [start:generator_pitfall]
 def two_pass_clip(parameters, max_norm):
@@ -104,8 +124,10 @@ def two_pass_clip(parameters, max_norm):
     return total
 
 
-for name, params in [("model.parameters()", lambda: model.parameters()),
-                     ("list(model.parameters())", lambda: list(model.parameters()))]:
+for name, params in [
+    ("model.parameters()", lambda: model.parameters()),
+    ("list(model.parameters())", lambda: list(model.parameters())),
+]:
     model.zero_grad()
     torch.nn.functional.mse_loss(model(x), y).backward()
     before = two_pass_clip(params(), max_norm=1.0)

@@ -12,7 +12,7 @@ assert torch.isclose(peak, torch.tensor(0.25, dtype=torch.float64))
 w = 0.5
 x = torch.tensor(0.0, dtype=torch.float64, requires_grad=True)
 a, acts = x, []
-for layer in range(3):
+for _ in range(3):
     a = torch.sigmoid(w * a)
     a.retain_grad()
     acts.append(a)
@@ -40,14 +40,18 @@ import matplotlib.pyplot as plt
 scales = [0.25 * 1.25**i for i in range(19)]
 by_scale = {}
 fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
-for activation, init, style in [("sigmoid", "xavier", "o-"), ("tanh", "xavier", "s-"),
-                                ("relu", "he", "^-")]:
+for activation, init, style in [
+    ("sigmoid", "xavier", "o-"),
+    ("tanh", "xavier", "s-"),
+    ("relu", "he", "^-"),
+]:
     g = gradient_norms(build_mlp(MLPConfig(depth=40, activation=activation, init=init)), x)
     left.plot(range(1, 41), g / g[-1], style, markersize=3, label=f"{activation}, {init} init")
     at_layer_1 = []
     for s in scales:
-        g = gradient_norms(build_mlp(MLPConfig(depth=20, activation=activation, init=init,
-                                               scale=s)), x)
+        g = gradient_norms(
+            build_mlp(MLPConfig(depth=20, activation=activation, init=init, scale=s)), x
+        )
         at_layer_1.append(g[0] / g[-1])
     by_scale[activation] = at_layer_1
     right.plot(scales, at_layer_1, style, markersize=3)
@@ -69,14 +73,19 @@ from gradflow_ref.flow import layer_factors
 torch.manual_seed(1)
 factors = []
 for width, std in [(16, 0.35), (256, 0.0875), (256, 0.35)]:
-    net = build_mlp(MLPConfig(depth=12, width=width, activation="relu", init="he",
-                              scale=std / (2 / width) ** 0.5))
+    net = build_mlp(
+        MLPConfig(
+            depth=12, width=width, activation="relu", init="he", scale=std / (2 / width) ** 0.5
+        )
+    )
     w_std = torch.cat([p.flatten() for p in net.parameters()]).std()
     predicted = std * width**0.5 / 2**0.5
     measured = layer_factors(net, torch.randn(64, width))[:-1].log().mean().exp()
     factors.append(measured.item())
-    print(f"width {width:>3}  weight std {w_std:.4f}  predicted factor {predicted:.2f}"
-          f"  measured {measured:.2f}")
+    print(
+        f"width {width:>3}  weight std {w_std:.4f}  predicted factor {predicted:.2f}"
+        f"  measured {measured:.2f}"
+    )
 # --8<-- [end:what_controls]
 
 # --8<-- [start:relu_unit]

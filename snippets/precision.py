@@ -16,6 +16,7 @@ from gradflow_ref.precision import (
     ulp,
 )
 from gradflow_site.render import table
+
 # --8<-- [end:imports]
 
 # --8<-- [start:bit_pattern]
@@ -23,20 +24,43 @@ for name in ("float32", "bfloat16", "float16", "float8_e4m3fn"):
     f, b = FORMATS[name], bit_fields(5.75, name)
     power = b.exponent - f.bias
     print(f"{f.label:<9} {b.pattern:<34} exponent {b.exponent} - {f.bias} = {power}")
-print(f"BF16 stores 5.743 as {stored_value(5.743, 'bfloat16')} and 5.744 as "
-      f"{stored_value(5.744, 'bfloat16')}")
+print(
+    f"BF16 stores 5.743 as {stored_value(5.743, 'bfloat16')} and 5.744 as "
+    f"{stored_value(5.744, 'bfloat16')}"
+)
 assert bit_fields(5.75, "float32").code == torch.tensor(5.75).view(torch.int32).item()
 # --8<-- [end:bit_pattern]
 
 # --8<-- [start:format_table]
 rows = [
-    [r["format"], f"1 / {r['exponent_bits']} / {r['mantissa_bits']}", f"{r['max']:.4g}",
-     f"{r['min_normal']:.3g}", f"{r['min_subnormal']:.3g}", f"{r['eps']:.3g}",
-     f"{r['decimal_digits']:.2f}", r["bytes"]]
+    [
+        r["format"],
+        f"1 / {r['exponent_bits']} / {r['mantissa_bits']}",
+        f"{r['max']:.4g}",
+        f"{r['min_normal']:.3g}",
+        f"{r['min_subnormal']:.3g}",
+        f"{r['eps']:.3g}",
+        f"{r['decimal_digits']:.2f}",
+        r["bytes"],
+    ]
     for r in format_table()
 ]
-print(table(["format", "sign / exp / mantissa", "largest", "smallest normal",
-             "smallest subnormal", "epsilon", "decimal digits", "bytes"], rows, align="lcrrrrrr"))
+print(
+    table(
+        [
+            "format",
+            "sign / exp / mantissa",
+            "largest",
+            "smallest normal",
+            "smallest subnormal",
+            "epsilon",
+            "decimal digits",
+            "bytes",
+        ],
+        rows,
+        align="lcrrrrrr",
+    )
+)
 assert all(f.max == torch.finfo(f.dtype).max for f in FORMATS.values())
 # --8<-- [end:format_table]
 
@@ -51,8 +75,10 @@ for name in ("float32", "bfloat16", "float16", "float8_e5m2"):
         cells.append(f"{stored_value(g, name):.4g}{note}, {relative_error(g, name):.1%} off")
     rows.append([FORMATS[name].label, *cells])
 print(table(["format", *(f"{g:g}" for g in grads)], rows))
-print(f"FP16 keeps {significant_digits(3e-5, 'float16'):.2f} digits at 3e-5 and "
-      f"{significant_digits(1e-7, 'float16'):.2f} at 1e-7")
+print(
+    f"FP16 keeps {significant_digits(3e-5, 'float16'):.2f} digits at 3e-5 and "
+    f"{significant_digits(1e-7, 'float16'):.2f} at 1e-7"
+)
 assert classify(3e-5, "float16") == "subnormal" and classify(1e-7, "bfloat16") == "normal"
 # --8<-- [end:small_gradients]
 
@@ -60,16 +86,19 @@ assert classify(3e-5, "float16") == "subnormal" and classify(1e-7, "bfloat16") =
 for name in ("float32", "bfloat16", "float16"):
     dt = FORMATS[name].dtype
     total = torch.tensor(1000.0, dtype=dt) + torch.tensor(0.001, dtype=dt)
-    print(f"{FORMATS[name].label}: spacing at 1000 is {ulp(1000.0, name):g}; "
-          f"1000 + 0.001 = {total.item():.6f}")
+    print(
+        f"{FORMATS[name].label}: spacing at 1000 is {ulp(1000.0, name):g}; "
+        f"1000 + 0.001 = {total.item():.6f}"
+    )
 print("BF16 values around 1000:", ", ".join(f"{v:g}" for v in neighbours(1000.0, "bfloat16")))
 for w in (0.01, 0.5, 1.0, 2.0):
     kept = {}
     for name in ("bfloat16", "float32"):
         weight = torch.tensor(w, dtype=FORMATS[name].dtype)
         kept[name] = ((weight + 1e-7) - weight).item()
-    print(f"weight {w:>4}: + 1e-7 moves BF16 by {kept['bfloat16']:.3g}, "
-          f"FP32 by {kept['float32']:.3g}")
+    print(
+        f"weight {w:>4}: + 1e-7 moves BF16 by {kept['bfloat16']:.3g}, FP32 by {kept['float32']:.3g}"
+    )
 assert (torch.tensor(1000.0, dtype=torch.bfloat16) + 0.001).item() == 1000.0
 # --8<-- [end:swamping]
 
@@ -94,7 +123,6 @@ ax.set_title("Representable values around 1000 (dotted: 1003 and 1000.001)")
 # --8<-- [end:number_line]
 
 
-
 # --8<-- [start:recipe]
 def student(seed: int = 1) -> nn.Module:
     torch.manual_seed(seed)
@@ -112,8 +140,10 @@ mw.grads_to_master()
 optimizer.step()
 mw.master_to_model()
 mw.zero_grad()
-print(f"model weights {mw.model[0].weight.dtype}, masters {mw.params[0].dtype}, "
-      f"Adam state {optimizer.state[mw.params[0]]['exp_avg'].dtype}; loss {loss.item():.5f}")
+print(
+    f"model weights {mw.model[0].weight.dtype}, masters {mw.params[0].dtype}, "
+    f"Adam state {optimizer.state[mw.params[0]]['exp_avg'].dtype}; loss {loss.item():.5f}"
+)
 # --8<-- [end:recipe]
 
 # --8<-- [start:autocast]
@@ -121,7 +151,7 @@ ref = student()
 ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-3)
 mw = MasterWeights(student())
 optimizer = torch.optim.Adam(mw.params, lr=1e-3)
-for step in range(20):
+for _ in range(20):
     with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
         out = ref(x)
     (out.float() - y).pow(2).mean().backward()
@@ -138,7 +168,6 @@ assert gap == 0.0
 # --8<-- [end:autocast]
 
 
-
 # --8<-- [start:stall]
 def train(master: bool, steps: int = 200):
     if master:
@@ -149,7 +178,7 @@ def train(master: bool, steps: int = 200):
         params = list(model.parameters())
     optimizer = torch.optim.Adam(params, lr=1e-3)
     losses, frozen = [], []
-    for step in range(steps):
+    for _ in range(steps):
         before = [p.detach().clone() for p in params]
         loss = (model(x.bfloat16()).float() - y).pow(2).mean()
         loss.backward()
@@ -169,10 +198,14 @@ def train(master: bool, steps: int = 200):
 pure_losses, pure_frozen = train(master=False)
 master_losses, master_frozen = train(master=True)
 late = slice(100, 200)
-print(f"pure BF16:      final loss {pure_losses[-1]:.5f}, "
-      f"{sum(pure_frozen[late]) / 100:.0%} of updates in steps 100-200 rounded to nothing")
-print(f"FP32 masters:   final loss {master_losses[-1]:.5f}, "
-      f"{sum(master_frozen[late]) / 100:.2%} of master updates exactly zero")
+print(
+    f"pure BF16:      final loss {pure_losses[-1]:.5f}, "
+    f"{sum(pure_frozen[late]) / 100:.0%} of updates in steps 100-200 rounded to nothing"
+)
+print(
+    f"FP32 masters:   final loss {master_losses[-1]:.5f}, "
+    f"{sum(master_frozen[late]) / 100:.2%} of master updates exactly zero"
+)
 assert master_losses[-1] < 0.8 * pure_losses[-1]
 # --8<-- [end:stall]
 
@@ -186,7 +219,6 @@ ax.set_ylabel("training loss (MSE)")
 ax.set_title("Same model, same data, same Adam learning rate 1e-3")
 ax.legend()
 # --8<-- [end:stall_figure]
-
 
 
 # --8<-- [start:memory_table]
@@ -208,16 +240,22 @@ def bytes_per_param(master: bool):
 
 
 fp32, mixed = bytes_per_param(master=False), bytes_per_param(master=True)
-parts = [("weights used in forward/backward", "weights"), ("their gradients", "grads"),
-         ("FP32 master weights", "master"), ("Adam first moment", "exp_avg"),
-         ("Adam second moment", "exp_avg_sq")]
+parts = [
+    ("weights used in forward/backward", "weights"),
+    ("their gradients", "grads"),
+    ("FP32 master weights", "master"),
+    ("Adam first moment", "exp_avg"),
+    ("Adam second moment", "exp_avg_sq"),
+]
 rows = [[label, f"{fp32[key]:g}", f"{mixed[key]:g}"] for label, key in parts]
 total32, total_mixed = (sum(d[k] for _, k in parts) for d in (fp32, mixed))
 rows.append(["**total**", f"**{total32:g}**", f"**{total_mixed:g}**"])
 rows.append(["FP32 master gradients (during the step)", "-", f"{mixed['master_grads']:g}"])
 print(table(["bytes per parameter", "FP32 + Adam", "BF16 + FP32 master + Adam"], rows, "lrr"))
-print(f"\n7B parameters: {total32 * 7:g} GB vs {total_mixed * 7:g} GB of training state, "
-      "before activations")
+print(
+    f"\n7B parameters: {total32 * 7:g} GB vs {total_mixed * 7:g} GB of training state, "
+    "before activations"
+)
 assert total32 == total_mixed == 16
 # --8<-- [end:memory_table]
 
@@ -229,8 +267,10 @@ cited_datasheet_peaks = {
 }
 for gpu, peak in cited_datasheet_peaks.items():
     ridge = peak["bf16_flops"] / peak["bytes_per_s"]
-    print(f"{gpu:<14} ridge point {ridge:5.0f} FLOP/byte: a BF16 n x n matmul "
-          f"(n/3 FLOP/byte) needs n >= {3 * ridge:4.0f}")
+    print(
+        f"{gpu:<14} ridge point {ridge:5.0f} FLOP/byte: a BF16 n x n matmul "
+        f"(n/3 FLOP/byte) needs n >= {3 * ridge:4.0f}"
+    )
 n = 4096
 flops, moved = 2 * n**3, 3 * n * n * 2
 print(f"n = {n}: {flops:.3g} FLOPs over {moved:.3g} bytes = {flops / moved:.0f} FLOP/byte")
@@ -239,8 +279,10 @@ print(f"n = {n}: {flops:.3g} FLOPs over {moved:.3g} bytes = {flops / moved:.0f} 
 # --8<-- [start:fp8]
 for name in ("float8_e4m3fn", "float8_e5m2"):
     f = FORMATS[name]
-    print(f"{f.label}: largest {f.max:g}, smallest subnormal {f.min_subnormal:g}, "
-          f"1000 -> {stored_value(1000.0, name):g}, 1e-3 -> {stored_value(1e-3, name):g}")
+    print(
+        f"{f.label}: largest {f.max:g}, smallest subnormal {f.min_subnormal:g}, "
+        f"1000 -> {stored_value(1000.0, name):g}, 1e-3 -> {stored_value(1e-3, name):g}"
+    )
 torch.manual_seed(0)
 acts = torch.randn(4096) * 1e-3
 plain = acts.to(torch.float8_e4m3fn).float()

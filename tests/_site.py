@@ -10,23 +10,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def mkdocs_build(site_dir: Path, config: Path | None = None, timeout: int = 240,
-                 cache: bool = False):
+def mkdocs_build(
+    site_dir: Path, config: Path | None = None, timeout: int = 240, cache: bool = False
+):
     """Run `mkdocs build --strict` from the repository root; return the CompletedProcess.
 
     The execution cache is off unless `cache` is true: tests build clean, as CI does.
     """
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", MPLBACKEND="Agg", OMP_NUM_THREADS="1",
-               GRADFLOW_EXEC_CACHE="1" if cache else "0")
+    env = dict(
+        os.environ,
+        NO_MKDOCS_2_WARNING="1",
+        MPLBACKEND="Agg",
+        OMP_NUM_THREADS="1",
+        GRADFLOW_EXEC_CACHE="1" if cache else "0",
+    )
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)]
     if config is not None:
         cmd += ["--config-file", str(config)]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def child_config(tmp: Path, pages: dict[str, str], nav: list[str] | None = None,
-                 extra: str = "") -> Path:
+def child_config(
+    tmp: Path, pages: dict[str, str], nav: list[str] | None = None, extra: str = ""
+) -> Path:
     """Write a config that inherits mkdocs.yml but builds `pages` (name -> Markdown) instead."""
     docs = tmp / "docs"
     docs.mkdir(parents=True, exist_ok=True)

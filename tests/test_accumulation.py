@@ -59,8 +59,11 @@ def test_accumulate_grad_without_divisor_is_accum_steps_times_too_large():
 
 def test_accumulate_grad_global_normalization_matches_big_batch_with_unequal_tokens():
     model, micro = make_model(), make_micro_batches([2, 30, 5, 27])
-    torch.testing.assert_close(grads(accumulate_grad_, model, micro, normalization="global"),
-                               grads(big_batch_grad_, model, micro), **TOL[torch.float64])
+    torch.testing.assert_close(
+        grads(accumulate_grad_, model, micro, normalization="global"),
+        grads(big_batch_grad_, model, micro),
+        **TOL[torch.float64],
+    )
 
 
 def test_accumulate_grad_micro_mean_is_wrong_with_unequal_tokens():
@@ -143,8 +146,7 @@ def test_divisor_bug_update_ratio_is_accum_steps_under_sgd():
 def test_divisor_bug_update_ratio_is_near_one_under_adamw():
     # Adam divides by sqrt(v): scaling every gradient by 8 leaves the update almost unchanged
     assert divisor_bug_update_ratio("adamw", accum_steps=8) == pytest.approx(1.0, abs=1e-3)
-    assert divisor_bug_update_ratio("adamw", accum_steps=8, steps=5) == pytest.approx(1.0,
-                                                                                     abs=1e-3)
+    assert divisor_bug_update_ratio("adamw", accum_steps=8, steps=5) == pytest.approx(1.0, abs=1e-3)
 
 
 def test_divisor_bug_update_ratio_is_capped_by_clipping_under_sgd():

@@ -23,8 +23,15 @@ pytestmark = [pytest.mark.build, pytest.mark.browser]
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
-ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--disable-quic"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+]
 
 
 def _require(condition: bool, why: str) -> None:
@@ -41,8 +48,9 @@ def server(site):
         def log_message(self, *args):
             pass
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                            functools.partial(Quiet, directory=str(site)))
+    httpd = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(site))
+    )
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -61,8 +69,11 @@ def browser():
 
 
 def _page_paths(site: Path) -> list[str]:
-    return sorted(str(p.parent.relative_to(site)) + "/" if p.parent != site else ""
-                  for p in site.rglob("index.html") if "assets" not in p.parts)
+    return sorted(
+        str(p.parent.relative_to(site)) + "/" if p.parent != site else ""
+        for p in site.rglob("index.html")
+        if "assets" not in p.parts
+    )
 
 
 @pytest.fixture(scope="module")
@@ -78,9 +89,14 @@ def visits(site, server, browser) -> dict[str, dict]:
     current: dict = {}
     page.on("console", lambda m: current["errors"].append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: current["errors"].append(str(e)))
-    page.on("request", lambda r: current["foreign"].append(r.url)
+    page.on(
+        "request",
+        lambda r: (
+            current["foreign"].append(r.url)
             if urlsplit(r.url).netloc not in (host, "") and not r.url.startswith("data:")
-            else None)
+            else None
+        ),
+    )
     results = {}
     for path in _page_paths(site):
         current = {"errors": [], "foreign": [], "axe": {}}
@@ -90,8 +106,10 @@ def visits(site, server, browser) -> dict[str, dict]:
         current["katex_errors"] = page.locator(".katex-error").count()
         if axe is not None:
             # measure the final colours, not a transition between the two schemes
-            page.add_style_tag(content="*, *::before, *::after { transition: none !important;"
-                                       " animation: none !important; }")
+            page.add_style_tag(
+                content="*, *::before, *::after { transition: none !important;"
+                " animation: none !important; }"
+            )
             page.add_script_tag(content=axe)
             for scheme in ("default", "slate"):
                 page.evaluate(f"document.body.setAttribute('data-md-color-scheme', '{scheme}')")
@@ -99,7 +117,8 @@ def visits(site, server, browser) -> dict[str, dict]:
                     "async () => (await axe.run(document, {resultTypes: ['violations']}))"
                     ".violations.filter(v => v.impact === 'serious' || v.impact === 'critical')"
                     ".map(v => `${v.id} (${v.impact}): ${v.nodes.slice(0, 3)"
-                    ".map(n => n.target).join(' | ')}`)")
+                    ".map(n => n.target).join(' | ')}`)"
+                )
         results[path] = current
     context.close()
     return results
@@ -123,6 +142,9 @@ def test_math_is_typeset_by_self_hosted_katex(visits):
 @pytest.mark.parametrize("scheme", ["default", "slate"])
 def test_pages_have_no_serious_accessibility_violations(visits, scheme):
     _require(AXE.exists(), "axe-core is not installed (npm ci)")
-    problems = [f"/{path} [{scheme}] {problem}"
-                for path, v in visits.items() for problem in v["axe"][scheme]]
+    problems = [
+        f"/{path} [{scheme}] {problem}"
+        for path, v in visits.items()
+        for problem in v["axe"][scheme]
+    ]
     assert not problems, "\n".join(problems)

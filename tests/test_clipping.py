@@ -96,8 +96,11 @@ def test_clip_grads_with_norm_matches_torch():
 
 
 def test_clip_grad_norm_matches_torch_with_mixed_dtypes():
-    grads = [torch.tensor([3.0, 4.0]), torch.tensor([1.5, -2.0], dtype=torch.bfloat16),
-             torch.tensor([0.25])]
+    grads = [
+        torch.tensor([3.0, 4.0]),
+        torch.tensor([1.5, -2.0], dtype=torch.bfloat16),
+        torch.tensor([0.25]),
+    ]
     ours, theirs = params_with(grads), params_with(grads)
     assert_ulp_close(clip_grad_norm_(ours, 1.0), tu.clip_grad_norm_(theirs, 1.0))
     for p, q in zip(ours, theirs):
@@ -132,8 +135,9 @@ def test_clip_grad_norm_accepts_a_generator():
     for model in (ours, theirs):
         model(torch.ones(4, 3)).sum().backward()
     # the generator is read once for the norm; the scaling pass must still see every parameter
-    assert_ulp_close(clip_grad_norm_(ours.parameters(), 0.1),
-                     tu.clip_grad_norm_(theirs.parameters(), 0.1))
+    assert_ulp_close(
+        clip_grad_norm_(ours.parameters(), 0.1), tu.clip_grad_norm_(theirs.parameters(), 0.1)
+    )
     for p, q in zip(ours.parameters(), theirs.parameters()):
         assert_ulp_close(p.grad, q.grad)
     clipped = get_total_norm([p.grad for p in ours.parameters()]).item()
@@ -248,7 +252,8 @@ def test_clip_grad_norm_matches_torch_on_cuda(dtype):
         grads = [g.cuda() for g in random_grads(gen, dtype)]
         norm_type = NORM_TYPES[case % len(NORM_TYPES)]
         ours, theirs = params_with(grads), params_with(grads)
-        assert_ulp_close(clip_grad_norm_(ours, 0.7, norm_type),
-                         tu.clip_grad_norm_(theirs, 0.7, norm_type))
+        assert_ulp_close(
+            clip_grad_norm_(ours, 0.7, norm_type), tu.clip_grad_norm_(theirs, 0.7, norm_type)
+        )
         for p, q in zip(ours, theirs):
             assert_ulp_close(p.grad, q.grad)

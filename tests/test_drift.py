@@ -41,7 +41,7 @@ def drift(text: str) -> list[tuple[int, str]]:
         code = [b for b in body if b.strip()]
         includes = [INCLUDE.match(b) for b in code]
         if not code or not all(includes):
-            problems.append((line, "Python block neither executed (exec=\"1\") nor included"))
+            problems.append((line, 'Python block neither executed (exec="1") nor included'))
             continue
         for m in includes:
             path = ROOT / m.group("file")
@@ -51,8 +51,10 @@ def drift(text: str) -> list[tuple[int, str]]:
 
 
 def test_drift_guard_accepts_executed_and_included_blocks():
-    text = ('```python exec="1"\nprint(1)\n```\n\n'
-            '```python\n--8<-- "snippets/telephone.py:chain"\n```\n')
+    text = (
+        '```python exec="1"\nprint(1)\n```\n\n'
+        '```python\n--8<-- "snippets/telephone.py:chain"\n```\n'
+    )
     assert drift(text) == []
 
 
@@ -66,7 +68,9 @@ def test_drift_guard_rejects_an_include_from_an_untested_file():
 
 
 def test_docs_have_no_python_block_that_can_drift():
-    problems = [f"{page.relative_to(ROOT)}:{line}: {why}"
-                for page in sorted((ROOT / "docs").rglob("*.md"))
-                for line, why in drift(page.read_text(encoding="utf-8"))]
+    problems = [
+        f"{page.relative_to(ROOT)}:{line}: {why}"
+        for page in sorted((ROOT / "docs").rglob("*.md"))
+        for line, why in drift(page.read_text(encoding="utf-8"))
+    ]
     assert not problems, "\n".join(problems)

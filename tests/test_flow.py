@@ -19,11 +19,11 @@ def _reference_norms(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("activation", ["sigmoid", "tanh", "relu", "identity"])
 @pytest.mark.parametrize("init", ["unit", "xavier", "he", "orthogonal"])
 def test_gradient_norms_match_torch_autograd_grad(activation, init):
-    net = build_mlp(MLPConfig(depth=5, width=12, activation=activation, init=init, seed=1),
-                    dtype=torch.float64)
+    net = build_mlp(
+        MLPConfig(depth=5, width=12, activation=activation, init=init, seed=1), dtype=torch.float64
+    )
     x = torch.randn(7, 12, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    torch.testing.assert_close(gradient_norms(net, x), _reference_norms(net, x),
-                               rtol=1e-12, atol=0)
+    torch.testing.assert_close(gradient_norms(net, x), _reference_norms(net, x), rtol=1e-12, atol=0)
 
 
 def test_gradient_norms_leaves_no_hooks_behind():
@@ -33,13 +33,15 @@ def test_gradient_norms_leaves_no_hooks_behind():
 
 
 def test_layer_factors_multiply_to_the_whole_network_gain():
-    net = build_mlp(MLPConfig(depth=8, width=16, activation="tanh", init="xavier"),
-                    dtype=torch.float64)
+    net = build_mlp(
+        MLPConfig(depth=8, width=16, activation="tanh", init="xavier"), dtype=torch.float64
+    )
     x = torch.randn(5, 16, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     norms = gradient_norms(net, x)
     out_norm = (5 * 16) ** 0.5
-    torch.testing.assert_close(layer_factors(net, x).prod(), norms[0] / out_norm,
-                               rtol=1e-12, atol=0)
+    torch.testing.assert_close(
+        layer_factors(net, x).prod(), norms[0] / out_norm, rtol=1e-12, atol=0
+    )
 
 
 def test_build_mlp_is_deterministic_for_a_seed():
@@ -48,13 +50,16 @@ def test_build_mlp_is_deterministic_for_a_seed():
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("depth", 0, "`depth` must be an integer >= 1"),
-    ("width", -2, "`width` must be an integer >= 1"),
-    ("activation", "gelu", "`activation` must be one of sigmoid, tanh, relu, identity"),
-    ("init", "kaiming", "`init` must be one of unit, xavier, he, orthogonal"),
-    ("scale", float("inf"), "`scale` must be positive and finite"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("depth", 0, "`depth` must be an integer >= 1"),
+        ("width", -2, "`width` must be an integer >= 1"),
+        ("activation", "gelu", "`activation` must be one of sigmoid, tanh, relu, identity"),
+        ("init", "kaiming", "`init` must be one of unit, xavier, he, orthogonal"),
+        ("scale", float("inf"), "`scale` must be positive and finite"),
+    ],
+)
 def test_build_mlp_rejects_bad_config(field, value, message):
     with pytest.raises(ValueError, match=message):
         build_mlp(MLPConfig(**{field: value}))

@@ -46,14 +46,21 @@ def test_lab_runs_from_top_to_bottom_outside_the_repository(name, tmp_path):
     nb = json.loads(labs.write_all(tmp_path, {name: CHAPTERS[name]})[0].read_text())
     # IPython magics (%matplotlib inline) are notebook-only; everything else runs as written
     script = "\n\n".join(
-        "\n".join(line for line in "".join(c["source"]).splitlines()
-                  if not line.startswith("%"))
-        for c in nb["cells"] if c["cell_type"] == "code")
+        "\n".join(line for line in "".join(c["source"]).splitlines() if not line.startswith("%"))
+        for c in nb["cells"]
+        if c["cell_type"] == "code"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(MPLBACKEND="Agg", OMP_NUM_THREADS="1")
     # the editable install is on the path too; the lab must import its own embedded copy
     script += "\nimport gradflow_ref\nassert 'gradflow_lab_' in gradflow_ref.__file__\n"
     (tmp_path / "lab.py").write_text(script, encoding="utf-8")
-    result = subprocess.run([sys.executable, "-W", "error", "lab.py"], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-W", "error", "lab.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, f"lab {name} failed:\n{result.stdout}\n{result.stderr}"

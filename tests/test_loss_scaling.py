@@ -14,8 +14,11 @@ def _run(scaler, steps=30, bad=None, opt="sgd", clip=False, dtype=torch.float32,
     bad = bad or {}
     torch.manual_seed(0)
     model = nn.Linear(4, 3).to(device=device, dtype=dtype)
-    optimizer = (torch.optim.SGD(model.parameters(), lr=0.1) if opt == "sgd"
-                 else torch.optim.Adam(model.parameters(), lr=0.01))
+    optimizer = (
+        torch.optim.SGD(model.parameters(), lr=0.1)
+        if opt == "sgd"
+        else torch.optim.Adam(model.parameters(), lr=0.01)
+    )
     g = torch.Generator().manual_seed(1)
     history = []
     for step in range(steps):
@@ -223,8 +226,13 @@ def test_grad_scaler_update_new_scale_sets_scale():
     assert scaler.get_scale() == 8.0
 
 
-GOOD = {"scale": 1024.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 10,
-        "_growth_tracker": 3}
+GOOD = {
+    "scale": 1024.0,
+    "growth_factor": 2.0,
+    "backoff_factor": 0.5,
+    "growth_interval": 10,
+    "_growth_tracker": 3,
+}
 
 
 @pytest.mark.parametrize(

@@ -93,7 +93,10 @@ def test_layer_activation_bytes_is_korthikanti_formula():
 def test_training_memory_is_16_bytes_per_parameter_for_mixed_adamw():
     m = training_memory(MemoryConfig(n_params=7_000_000_000))
     assert (m.weights, m.master_weights, m.gradients, m.optimizer_states) == (
-        14e9, 28e9, 14e9, 56e9,
+        14e9,
+        28e9,
+        14e9,
+        56e9,
     )
     assert m.total == 112e9 + m.activations
 

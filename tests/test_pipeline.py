@@ -14,8 +14,7 @@ from gradflow_ref.checkpointing import count_forwards
 from gradflow_ref.pipeline import PipelineConfig, Trainer, WarmupCosine, warmup_cosine
 
 SCHEDULE_RTOL = 1e-12  # torch's cosine is recursive, ours closed-form: equal to rounding
-CFG = PipelineConfig(lr=1e-2, min_lr=1e-3, warmup_steps=2, total_steps=6, max_norm=0.1,
-                     segments=2)
+CFG = PipelineConfig(lr=1e-2, min_lr=1e-3, warmup_steps=2, total_steps=6, max_norm=0.1, segments=2)
 
 
 def _model(seed=0):
@@ -28,8 +27,10 @@ def _model(seed=0):
 def _steps(n_steps=3, n_micro=3, seed=1, scale=1.0):
     gen = torch.Generator().manual_seed(seed)
     return [
-        [(scale * torch.randn(4, 6, generator=gen), torch.randint(0, 3, (4,), generator=gen))
-         for _ in range(n_micro)]
+        [
+            (scale * torch.randn(4, 6, generator=gen), torch.randint(0, 3, (4,), generator=gen))
+            for _ in range(n_micro)
+        ]
         for _ in range(n_steps)
     ]
 
@@ -45,11 +46,13 @@ def _reference(model, steps, cfg, device="cpu"):
     model = copy.deepcopy(model).to(device)
     masters = [p.detach().float().clone().requires_grad_(True) for p in model.parameters()]
     model.to(cfg.dtype)
-    opt = torch.optim.AdamW(masters, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
-                            weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW(
+        masters, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay
+    )
     schedule = _torch_schedule(opt, cfg)
-    scaler = torch.amp.GradScaler(device, init_scale=cfg.init_scale,
-                                  enabled=cfg.dtype == torch.float16)
+    scaler = torch.amp.GradScaler(
+        device, init_scale=cfg.init_scale, enabled=cfg.dtype == torch.float16
+    )
     lrs = []
     for batches in steps:
         lrs.append(opt.param_groups[0]["lr"])
@@ -100,8 +103,9 @@ def test_warmup_cosine_scheduler_matches_torch_per_param_group():
     ours = WarmupCosine(ours_opt, warmup_steps=3, total_steps=9, min_lr=1e-4)
     ref = _torch_schedule(ref_opt, PipelineConfig(warmup_steps=3, total_steps=9, min_lr=1e-4))
     for _ in range(9):
-        torch.testing.assert_close(ours.get_last_lr(), ref.get_last_lr(), rtol=SCHEDULE_RTOL,
-                                   atol=0.0)
+        torch.testing.assert_close(
+            ours.get_last_lr(), ref.get_last_lr(), rtol=SCHEDULE_RTOL, atol=0.0
+        )
         ref_opt.step()
         ours.step()
         ref.step()
@@ -175,8 +179,9 @@ def _masters_differ(bug, cfg=CFG, steps=None):
     steps = steps or _steps()
     correct, _ = _run(cfg, steps)
     buggy, reports = _run(PipelineConfig(**(vars(cfg) | {"bug": bug})), steps)
-    gap = max((a - b).abs().max().item() for a, b in
-              zip(correct.master.params, buggy.master.params))
+    gap = max(
+        (a - b).abs().max().item() for a, b in zip(correct.master.params, buggy.master.params)
+    )
     return gap, correct, buggy, reports
 
 

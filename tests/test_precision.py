@@ -32,9 +32,36 @@ def _samples(n: int = 1500, seed: int = 0) -> torch.Tensor:
     codes = torch.randint(0, 2**31, (n,), generator=g, dtype=torch.int64)
     codes = torch.where(torch.rand(n, generator=g) < 0.5, codes, codes | 2**31)
     x = codes.to(torch.int32).view(torch.float32)  # int64 -> int32 wraps the top bit into the sign
-    edges = [0.0, -0.0, math.inf, -math.inf, 1.0, 5.75, 1000.0, 65504.0, 65519.0, 65520.0,
-             448.0, 464.0, 465.0, 57344.0, 61440.0, 2.0**-24, 2.0**-25, 3 * 2.0**-26, 2.0**-9,
-             2.0**-10, 2.0**-16, 2.0**-17, 2.0**-133, 2.0**-134, 3e-5, 2e-5, 3e-6, 1e-7]
+    edges = [
+        0.0,
+        -0.0,
+        math.inf,
+        -math.inf,
+        1.0,
+        5.75,
+        1000.0,
+        65504.0,
+        65519.0,
+        65520.0,
+        448.0,
+        464.0,
+        465.0,
+        57344.0,
+        61440.0,
+        2.0**-24,
+        2.0**-25,
+        3 * 2.0**-26,
+        2.0**-9,
+        2.0**-10,
+        2.0**-16,
+        2.0**-17,
+        2.0**-133,
+        2.0**-134,
+        3e-5,
+        2e-5,
+        3e-6,
+        1e-7,
+    ]
     x = torch.cat([x[~x.isnan()], torch.tensor(edges)])
     # narrow magnitudes where the 16- and 8-bit formats round, overflow and underflow
     small = torch.exp2(torch.empty(800).uniform_(-30, 20, generator=g))

@@ -11,7 +11,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import torch
 
-from tests._site import ROOT, child_config, mkdocs_build
+from tests._site import child_config, mkdocs_build
 
 pytestmark = pytest.mark.build
 
@@ -45,8 +45,10 @@ def test_every_page_carries_the_verification_stamp(site):
 
 def test_pages_make_no_third_party_request(site):
     # every src/href that loads something must be local; links (<a href>) may point anywhere
-    loads = re.compile(r"<(?:script|img|iframe|source)\b[^>]*\bsrc=\"(https?:)?//|"
-                       r"<link\b(?![^>]*rel=\"(?:canonical|alternate)\")[^>]*\bhref=\"(https?:)?//")
+    loads = re.compile(
+        r"<(?:script|img|iframe|source)\b[^>]*\bsrc=\"(https?:)?//|"
+        r"<link\b(?![^>]*rel=\"(?:canonical|alternate)\")[^>]*\bhref=\"(https?:)?//"
+    )
     for page in _pages(site):
         html = page.read_text(encoding="utf-8")
         match = loads.search(html)
@@ -60,8 +62,9 @@ def test_math_is_rendered_by_self_hosted_katex(site):
     html = (site / "telephone" / "index.html").read_text(encoding="utf-8")
     assert 'class="arithmatex"' in html
     assert "assets/vendor/katex/katex.min.js" in html
-    for font in re.findall(r"url\((fonts/[^)]+)\)",
-                           (site / "assets/vendor/katex/katex.min.css").read_text()):
+    for font in re.findall(
+        r"url\((fonts/[^)]+)\)", (site / "assets/vendor/katex/katex.min.css").read_text()
+    ):
         assert (site / "assets/vendor/katex" / font).exists(), font
 
 
@@ -89,7 +92,9 @@ def test_executed_output_contains_no_traceback(site):
 def test_build_fails_and_names_the_page_for_broken_input(tmp_path):
     pages = {
         "index.md": "# Home\n\n[a link to nowhere](nowhere.md) and [a bad anchor](#no-such)\n",
-        "raises.md": '# Raises\n\n```python exec="1"\nraise RuntimeError("boom in a snippet")\n```\n',
+        "raises.md": (
+            '# Raises\n\n```python exec="1"\nraise RuntimeError("boom in a snippet")\n```\n'
+        ),
         "asset.md": '# Asset\n\n<img src="missing-figure.png" alt="missing">\n',
     }
     cfg = child_config(tmp_path, pages, nav=["index.md", "raises.md", "asset.md", "gone.md"])
@@ -167,6 +172,10 @@ def test_link_checker_finds_a_broken_file_and_anchor(tmp_path):
     (tmp_path / "a" / "index.html").write_text('<h2 id="here">x</h2>', encoding="utf-8")
     (tmp_path / "index.html").write_text(
         '<a href="a/#here">ok</a><a href="a/#gone">bad anchor</a><a href="b/">bad page</a>'
-        '<a href="https://example.org/">external</a>', encoding="utf-8")
-    assert broken_links(tmp_path) == ["index.html -> a/#gone (no such anchor)",
-                                      "index.html -> b/ (no such file)"]
+        '<a href="https://example.org/">external</a>',
+        encoding="utf-8",
+    )
+    assert broken_links(tmp_path) == [
+        "index.html -> a/#gone (no such anchor)",
+        "index.html -> b/ (no such file)",
+    ]

@@ -18,8 +18,14 @@ MARKER = re.compile(r"^(\s*)# --8<-- \[(start|end):([A-Za-z0-9_\-]+)\]\s*$")
 @pytest.mark.parametrize("path", SNIPPETS, ids=lambda p: p.name)
 def test_snippet_runs_as_a_script(path):
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONWARNINGS="error", OMP_NUM_THREADS="1")
-    result = subprocess.run([sys.executable, "-W", "error", str(path)], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=180)
+    result = subprocess.run(
+        [sys.executable, "-W", "error", str(path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert result.returncode == 0, f"{path.name} failed:\n{result.stdout}\n{result.stderr}"
     assert result.stdout.strip(), f"{path.name} printed nothing: its sections print results"
 

@@ -45,8 +45,12 @@ def test_network_gradients_match_a_hand_written_backward_pass():
     # the same network, built and differentiated without gradflow_ref's hooks
     from gradflow_ref.flow import MLPConfig, build_mlp
 
-    net = build_mlp(MLPConfig(depth=depth, width=width, activation="identity", init="xavier",
-                              scale=0.7, seed=3), dtype=torch.float64)
+    net = build_mlp(
+        MLPConfig(
+            depth=depth, width=width, activation="identity", init="xavier", scale=0.7, seed=3
+        ),
+        dtype=torch.float64,
+    )
     x = torch.randn(batch, width, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
     acts = [x.requires_grad_(True)]
     for layer in net:
