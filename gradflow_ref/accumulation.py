@@ -423,7 +423,7 @@ def ddp_accumulation(
     accum_steps: int = 4,
     micro_batch_tokens: int = 8,
     seed: int = 0,
-    timeout_s: float = 60.0,
+    timeout_s: float = 180.0,
 ) -> DDPResult:
     """Accumulate under DistributedDataParallel in `world_size` real processes and check it.
 

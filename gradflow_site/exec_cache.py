@@ -25,7 +25,7 @@ import random
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["install", "start_build", "stats"]
+__all__ = ["enabled", "install", "start_build", "stats", "versions"]
 
 _state: dict = {
     "root": None,
@@ -38,15 +38,25 @@ _state: dict = {
 }
 
 
-def _enabled() -> bool:
+def enabled() -> bool:
+    """Return whether caching is on (GRADFLOW_EXEC_CACHE is not 0/off/false/no)."""
     return os.environ.get("GRADFLOW_EXEC_CACHE", "1").lower() not in ("0", "off", "false", "no")
 
 
-def _fingerprint(root: Path) -> str:
+_enabled = enabled
+
+
+def versions() -> str:
+    """Return a short hash of the versions that computed results depend on."""
     h = hashlib.sha256()
-    for package in ("python", "torch", "matplotlib", "numpy", "markdown-exec"):
+    for package in ("python", "torch", "matplotlib", "numpy", "markdown-exec", "mkdocs-jupyter"):
         version = platform.python_version() if package == "python" else metadata.version(package)
         h.update(f"{package}={version}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def _fingerprint(root: Path) -> str:
+    h = hashlib.sha256(versions().encode())
     files = [root / "matplotlibrc"]
     for folder in ("gradflow_ref", "gradflow_site"):
         files += sorted((root / folder).rglob("*.py"))

@@ -64,6 +64,14 @@ def on_config(config, **kwargs):
     # printed numbers do not depend on how many cores the build machine has
     torch.set_num_threads(1)
     exec_cache.install()
+    # executed labs: mkdocs-jupyter keys its cache by the notebook's bytes, which embed the
+    # snippet code and the gradflow_ref sources; the folder name adds the package versions
+    jupyter = config.plugins.get("mkdocs-jupyter")
+    if jupyter is not None:
+        jupyter.config["cache"] = exec_cache.enabled()
+        jupyter.config["cache_dir"] = str(
+            Path(config.config_file_path).parent / ".cache" / "jupyter" / exec_cache.versions()
+        )
     root = Path(config.config_file_path).parent
     commit = _commit(root)
     _stamp = (
@@ -136,9 +144,16 @@ def on_files(files, config, **kwargs):
     return files
 
 
+_page_started: dict[str, float] = {}
+page_seconds: dict[str, float] = {}
+
+
 def on_page_markdown(markdown, page, **kwargs):
     global _current_page
+    import time
+
     _current_page = page.file.src_uri
+    _page_started[page.file.src_uri] = time.perf_counter()
     name = Path(page.file.src_uri).stem
     if page.file.src_uri.endswith(".md") and name in _labs:
         # a download button under the chapter's title
@@ -180,7 +195,13 @@ def _rewrite_md_links(html: str, page, files) -> str:
 
 def on_page_content(html, page, files, **kwargs):
     global _current_page
+    import time
+
     _current_page = None
+    started = _page_started.pop(page.file.src_uri, None)
+    if started is not None:
+        page_seconds[page.file.src_uri] = time.perf_counter() - started
+        log.debug(f"docs/{page.file.src_uri}: rendered in {page_seconds[page.file.src_uri]:.2f} s")
     return _rewrite_md_links(html, page, files) + _stamp
 
 
@@ -250,6 +271,8 @@ def on_post_build(config, **kwargs):
 
     hits, misses = exec_cache.stats()
     log.info(f"executed blocks: {misses} run, {hits} from the cache (.cache/exec)")
+    slowest = sorted(page_seconds.items(), key=lambda kv: -kv[1])
+    log.info("page render seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in slowest))
     site_dir = Path(config.site_dir)
     base_path = urlsplit(config.site_url or "/").path
     for where, ref in missing_assets(site_dir, base_path):
