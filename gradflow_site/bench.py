@@ -24,8 +24,15 @@ from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, NO_MKDOCS_2_WARNING="1", MPLBACKEND="Agg")
-COPY = ["docs", "snippets", "gradflow_ref", "gradflow_site", "results", "mkdocs.yml",
-        "matplotlibrc"]
+COPY = [
+    "docs",
+    "snippets",
+    "gradflow_ref",
+    "gradflow_site",
+    "results",
+    "mkdocs.yml",
+    "matplotlibrc",
+]
 
 
 def _copy_tree(dest: Path) -> None:
