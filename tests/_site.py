@@ -44,7 +44,7 @@ def child_config(
         f"INHERIT: {ROOT / 'mkdocs.yml'}\n"
         f"docs_dir: {docs}\n"
         f"hooks: [{ROOT / 'gradflow_site' / 'hooks.py'}]\n"
-        "extra_css: []\nextra_javascript: []\nwatch: []\n"
+        "extra_css: []\nextra_javascript: []\nwatch: []\nextra:\n  polyfills: []\n"
         "nav:\n" + "".join(f"  - {p}\n" for p in nav) + extra,
         encoding="utf-8",
     )

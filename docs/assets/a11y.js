@@ -8,7 +8,7 @@ document$.subscribe(() => {
   };
   name(".md-search", "Search the guide");
   name(".md-progress", "Loading page");
-  for (const wrap of document.querySelectorAll(".md-typeset__scrollwrap")) {
+  for (const wrap of document.querySelectorAll(".md-typeset__scrollwrap, .highlight-ipynb")) {
     if (!wrap.hasAttribute("tabindex")) wrap.setAttribute("tabindex", "0");
   }
 });
