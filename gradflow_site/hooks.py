@@ -7,6 +7,7 @@ the build, so a broken page is never published.
 from __future__ import annotations
 
 import logging
+import os
 import platform
 import re
 import subprocess
@@ -63,6 +64,8 @@ def on_config(config, **kwargs):
     # one intra-op thread: faster for the guide's tiny models on a shared machine, and the
     # printed numbers do not depend on how many cores the build machine has
     torch.set_num_threads(1)
+    # read by the executed labs' setup cell (gradflow_site/labs.py): batch each cell's output
+    os.environ["GRADFLOW_SITE_BUILD"] = "1"
     exec_cache.install()
     # executed labs: mkdocs-jupyter keys its cache by the notebook's bytes, which embed the
     # snippet code and the gradflow_ref sources; the folder name adds the package versions

@@ -100,6 +100,10 @@ def notebook(name: str, title: str, package: Path = ROOT / "gradflow_ref") -> di
         "    [str(_lib)] + [p for p in [os.environ.get('PYTHONPATH')] if p])\n"
         "for _mod in [m for m in sys.modules if m.split('.')[0] == 'gradflow_ref']:\n"
         "    del sys.modules[_mod]\n"
+        "if os.environ.get('GRADFLOW_SITE_BUILD') and hasattr(sys.stdout, 'flush_interval'):\n"
+        "    # site build only: one output block per cell, whatever the timing, so pages are\n"
+        "    # byte-reproducible (interactively, output streams as usual)\n"
+        "    sys.stdout.flush_interval = sys.stderr.flush_interval = 1e9\n"
         "%matplotlib inline"
     )
     cells = [
