@@ -105,7 +105,6 @@ def serve_edit_latency(page: str = "telephone", timeout: float = 300) -> tuple[f
                 "serve",
                 "--dev-addr",
                 f"127.0.0.1:{port}",
-                "--no-livereload",
             ],
             cwd=work,
             env=ENV,
