@@ -137,19 +137,23 @@ def _site_url() -> str:
     return match.group(1) if match else "/"
 
 
-def test_suite() -> tuple[float, str]:
-    """Return (seconds, pytest's closing line) for the whole test suite."""
+def test_suite() -> tuple[float, str, dict[str, float]]:
+    """Return (seconds, pytest's closing line, seconds per test file) for the whole suite."""
     start = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=0"],
         cwd=ROOT,
         env=ENV,
         capture_output=True,
         text=True,
     )
     elapsed = time.perf_counter() - start
+    per_file: dict[str, float] = {}
+    pattern = r"^([0-9.]+)s\s+(?:setup|call|teardown)\s+(\S+?)::"
+    for seconds, path in re.findall(pattern, result.stdout, re.M):
+        per_file[path] = per_file.get(path, 0.0) + float(seconds)
     lines = [ln for ln in result.stdout.strip().splitlines() if ln.strip()]
-    return elapsed, (lines[-1] if lines else f"pytest exited {result.returncode}")
+    return elapsed, (lines[-1] if lines else f"pytest exited {result.returncode}"), per_file
 
 
 def page_sizes(site_dir: Path) -> list[tuple[str, int, int]]:
