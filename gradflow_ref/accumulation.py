@@ -409,6 +409,7 @@ def _ddp_worker() -> None:
                     loss.backward()
             out[mode] = {"grad": flat_grad(model.module), "allreduces": state.calls}
         torch.save(out, os.path.join(spec["out_dir"], f"rank{rank}.pt"))
+        dist.barrier()  # no rank tears down while the other still talks to it
     finally:
         dist.destroy_process_group()
 
@@ -494,7 +495,13 @@ def ddp_accumulation(
         )
         if (loopback := _loopback_interface()) is not None:
             env["GLOO_SOCKET_IFNAME"] = loopback  # gloo's data connections on loopback too
-        code = "from gradflow_ref.accumulation import _ddp_worker; _ddp_worker()"
+        # os._exit after a clean return: gloo's and the store's C++ threads can otherwise abort
+        # the interpreter's shutdown ("terminate called without an active exception", seen
+        # about once in five runs); an exception still exits non-zero with its traceback
+        code = (
+            "import os, sys; from gradflow_ref.accumulation import _ddp_worker; _ddp_worker(); "
+            "sys.stdout.flush(); sys.stderr.flush(); os._exit(0)"
+        )
         logs, procs = [], []
         try:
             for rank in range(world_size):
