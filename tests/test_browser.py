@@ -21,7 +21,15 @@ from tests._site import ROOT
 
 pytestmark = [pytest.mark.build, pytest.mark.browser]
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# Debian's chromium here; GitHub's Ubuntu runners ship Google Chrome instead
+CHROMIUM = next(
+    (
+        path
+        for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+        if (path := shutil.which(name))
+    ),
+    None,
+)
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 ARGS = [
     "--no-sandbox",
