@@ -132,8 +132,12 @@ def on_files(files, config, **kwargs):
     (out / "labs" / "run").mkdir(exist_ok=True)
     for target in rendered:
         source = out / "labs" / Path(target).name
-        if source in written:
-            shutil.copyfile(source, out / target)
+        if source in written and (
+            not (out / target).exists() or (out / target).read_bytes() != source.read_bytes()
+        ):
+            tmp = out / f"{target}.{os.getpid()}.tmp"
+            shutil.copyfile(source, tmp)
+            tmp.replace(out / target)
     for uri in [f"labs/{name}.ipynb" for name in sorted(_labs)] + rendered:
         if (out / uri).exists():
             files.append(
@@ -205,7 +209,25 @@ def on_page_content(html, page, files, **kwargs):
     if started is not None:
         page_seconds[page.file.src_uri] = time.perf_counter() - started
         log.debug(f"docs/{page.file.src_uri}: rendered in {page_seconds[page.file.src_uri]:.2f} s")
+    _check_widget_data(html, page)
     return _rewrite_md_links(html, page, files) + _stamp
+
+
+_WIDGET_DATA = re.compile(r'data-gf-data="([^"]*)"')
+
+
+def _check_widget_data(html: str, page) -> None:
+    """Warn (so a strict build fails) when a page's widget data exceed the per-page budget."""
+    from html import unescape
+
+    from gradflow_site.widgets import DATA_BUDGET
+
+    total = sum(len(unescape(m)) for m in _WIDGET_DATA.findall(html))
+    if total > DATA_BUDGET:
+        log.warning(
+            f"docs/{page.file.src_uri}: widget data total {total / 1024:.0f} KiB, over the "
+            f"{DATA_BUDGET // 1024} KiB page budget; sample the widgets' grids more coarsely."
+        )
 
 
 class _AssetRefs(HTMLParser):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -159,7 +160,10 @@ def write_all(out_dir: Path, titles: dict[str, str]) -> list[Path]:
         text = json.dumps(_ids(notebook(name, title), name), indent=1, sort_keys=True) + "\n"
         path = out_dir / f"{name}.ipynb"
         if not path.exists() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
+            # atomic: a concurrent build (two worktrees' serve and test) never reads half a file
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(path)
         paths.append(path)
     return paths
 

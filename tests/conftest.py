@@ -1,10 +1,13 @@
-"""Shared test configuration: the `cuda` marker, and one strict site build for the session."""
+"""Shared test configuration: the `cuda` marker, one strict site build for the session, and
+one server and browser for the browser tests."""
 
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
+from tests import _browser
 from tests._site import mkdocs_build
 
 # One intra-op thread: tiny models run faster than with two threads fighting over two cores,
@@ -14,11 +17,29 @@ torch.set_num_threads(1)
 
 @pytest.fixture(scope="session")
 def site(tmp_path_factory) -> Path:
-    """Build the whole site once, strictly and without the execution cache."""
+    """Build the whole site once, strictly and without the execution cache.
+
+    GRADFLOW_TEST_CACHE=1 lets a contributor iterating on browser tests reuse the execution
+    cache (a warm build takes seconds); CI never sets it, so CI builds clean.
+    """
     out = tmp_path_factory.mktemp("site")
-    result = mkdocs_build(out)
+    result = mkdocs_build(out, cache=os.environ.get("GRADFLOW_TEST_CACHE") == "1")
     assert result.returncode == 0, f"strict build failed:\n{result.stdout}\n{result.stderr}"
     return out
+
+
+@pytest.fixture(scope="session")
+def server(site):
+    """The built site served over http; the base URL."""
+    with _browser.serve(site) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless chromium (Playwright); skips without it locally, fails under CI."""
+    with _browser.launch() as b:
+        yield b
 
 
 def pytest_collection_modifyitems(config, items):

@@ -7,81 +7,13 @@ and .ci/run installs it first.
 
 from __future__ import annotations
 
-import functools
-import http.server
-import os
-import shutil
-import threading
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
-from tests._site import ROOT
+from tests._browser import AXE, page_paths, require
 
 pytestmark = [pytest.mark.build, pytest.mark.browser]
-
-# Debian's chromium here; GitHub's Ubuntu runners ship Google Chrome instead
-CHROMIUM = next(
-    (
-        path
-        for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-        if (path := shutil.which(name))
-    ),
-    None,
-)
-AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-]
-
-
-def _require(condition: bool, why: str) -> None:
-    if condition:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"{why} (required under CI; .ci/run installs it)")
-    pytest.skip(why)
-
-
-@pytest.fixture(scope="module")
-def server(site):
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(site))
-    )
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    _require(CHROMIUM is not None, "chromium is not installed (apt-get install chromium)")
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
-def _page_paths(site: Path) -> list[str]:
-    return sorted(
-        str(p.parent.relative_to(site)) + "/" if p.parent != site else ""
-        for p in site.rglob("index.html")
-        if "assets" not in p.parts
-    )
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +38,7 @@ def visits(site, server, browser) -> dict[str, dict]:
         ),
     )
     results = {}
-    for path in _page_paths(site):
+    for path in page_paths(site):
         current = {"errors": [], "foreign": [], "axe": {}}
         page.goto(f"{server}/{path}", wait_until="load")
         page.wait_for_function("() => typeof renderMathInElement === 'function'")
@@ -149,7 +81,7 @@ def test_math_is_typeset_by_self_hosted_katex(visits):
 
 @pytest.mark.parametrize("scheme", ["default", "slate"])
 def test_pages_have_no_serious_accessibility_violations(visits, scheme):
-    _require(AXE.exists(), "axe-core is not installed (npm ci)")
+    require(AXE.exists(), "axe-core is not installed (npm ci)")
     problems = [
         f"/{path} [{scheme}] {problem}"
         for path, v in visits.items()

@@ -1,0 +1,43 @@
+// Mount the interactive widgets of the current page (gradflow_site/widgets.py writes them).
+// Loaded on every page, but fetches core.js and <name>.js only where a page has a widget, and
+// only once per visit; re-run on every instant-navigation page load through Material's document$.
+(() => {
+  const base = new URL(".", document.currentScript.src);
+  const loading = {};
+  const load = (file) =>
+    (loading[file] ??= new Promise((resolve, reject) => {
+      const s = document.createElement("script");
+      s.src = new URL(file, base).href;
+      s.onload = resolve;
+      s.onerror = () => reject(new Error(`widgets: could not load ${s.src}`));
+      document.head.appendChild(s);
+    }));
+
+  const mount = async (el) => {
+    const name = el.dataset.gfWidget;
+    el.dataset.gfState = "loading";
+    try {
+      await load("core.js");
+      await load(`${name}.js`);
+      const fn = window.GF.widgets[name];
+      if (typeof fn !== "function") throw new Error(`widgets: ${name}.js registered nothing`);
+      const live = document.createElement("div");
+      live.className = "gf-widget__live";
+      const stat = el.querySelector(":scope > .gf-widget__static");
+      el.insertBefore(live, stat ? stat.nextSibling : null);
+      fn(live, JSON.parse(el.dataset.gfData), el);
+      if (stat) stat.hidden = true;
+      el.dataset.gfState = "ready";
+    } catch (err) {
+      el.dataset.gfState = "error";
+      console.error(`widget ${name}:`, err);
+    }
+  };
+
+  const run = () => {
+    for (const el of document.querySelectorAll("[data-gf-widget]:not([data-gf-state])")) mount(el);
+  };
+  if (typeof document$ !== "undefined") document$.subscribe(run);
+  else if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", run);
+  else run();
+})();

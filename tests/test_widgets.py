@@ -1,0 +1,107 @@
+"""Every interactive widget on the built site, in chromium: it mounts, logs no error, makes no
+third-party request, works without JavaScript (static figure), fits a phone and stays inside
+its payload budgets. Per-widget behaviour is tested in tests/test_widgets_<chapter>.py.
+"""
+
+from __future__ import annotations
+
+import gzip
+import html
+import re
+
+import pytest
+
+from gradflow_site.widgets import DATA_BUDGET, WIDGET_DIR
+from tests._browser import open_page, widget_pages
+
+pytestmark = [pytest.mark.build, pytest.mark.browser]
+
+JS_BUDGET = 400 * 1024  # gzipped bytes of all widget scripts together (issue 7)
+
+
+@pytest.fixture(scope="module")
+def pages(site) -> dict[str, list[str]]:
+    found = widget_pages(site)
+    assert found, "the built site has no widget"
+    return found
+
+
+def test_widgets_mount_without_console_error_or_foreign_request(browser, server, pages):
+    problems = []
+    for path, names in pages.items():
+        with open_page(browser, server, path) as (page, record):
+            states = page.eval_on_selector_all(
+                "[data-gf-widget]",
+                "els => els.map(e => e.dataset.gfWidget + ':' + e.dataset.gfState)",
+            )
+            bad = [s for s in states if not s.endswith(":ready")]
+            empty = page.eval_on_selector_all(
+                ".gf-widget__live", "els => els.filter(e => !e.children.length).length"
+            )
+            if bad or empty or record["errors"] or record["foreign"]:
+                problems.append(f"/{path}: {bad} empty={empty} {record}")
+            assert len(states) == len(names)
+    assert not problems, "\n".join(problems)
+
+
+def test_widget_scripts_load_only_on_pages_with_widgets(browser, server, site, pages):
+    plain = next(p for p in ["", "cheatsheet/"] if p not in pages)
+    with open_page(browser, server, plain) as (page, _):
+        loaded = page.evaluate(
+            "() => performance.getEntriesByType('resource').map(e => e.name)"
+            ".filter(n => n.includes('/assets/widgets/') && !n.endsWith('loader.js'))"
+        )
+    assert loaded == []
+
+
+def test_widgets_show_their_static_figure_without_javascript(browser, server, pages):
+    for path, names in pages.items():
+        with open_page(browser, server, path, js=False) as (page, _):
+            shown = page.eval_on_selector_all(
+                ".gf-widget__static",
+                "els => els.filter(e => e.offsetHeight > 40 && e.querySelector('svg, table, img'))"
+                ".length",
+            )
+            assert shown == len(names), f"/{path}: {shown} of {len(names)} static figures shown"
+
+
+def test_widgets_fit_a_phone_width_screen(browser, server, pages):
+    for path in pages:
+        with open_page(browser, server, path, width=360) as (page, _):
+            wide = page.eval_on_selector_all(
+                "[data-gf-widget]",
+                "els => els.filter(e => e.scrollWidth > e.clientWidth + 1)"
+                ".map(e => e.dataset.gfWidget)",
+            )
+            assert not wide, f"/{path}: widgets wider than a 360 px screen: {wide}"
+
+
+def test_widget_controls_are_labelled_and_show_focus(browser, server, pages):
+    for path in pages:
+        with open_page(browser, server, path) as (page, _):
+            controls = page.locator(".gf-widget__live :is(input, select, button, [tabindex])")
+            assert controls.count() > 0, f"/{path}: widgets without any control"
+            for i in range(controls.count()):
+                c = controls.nth(i)
+                name = c.evaluate(
+                    "e => e.labels?.[0]?.textContent || e.getAttribute('aria-label')"
+                    " || e.textContent"
+                )
+                assert name and name.strip(), f"/{path}: control {i} has no accessible name"
+            first = controls.first
+            first.focus()
+            outline = first.evaluate("e => getComputedStyle(e).outlineStyle")
+            assert outline != "none", f"/{path}: focused control shows no outline"
+
+
+def test_widget_scripts_stay_within_the_payload_budget():
+    scripts = sorted(WIDGET_DIR.glob("*.js"))
+    total = sum(len(gzip.compress(p.read_bytes(), 9)) for p in scripts)
+    assert total <= JS_BUDGET, f"widget JS {total / 1024:.0f} KiB gzipped > {JS_BUDGET // 1024}"
+
+
+def test_widget_data_stay_within_the_page_budget(site, pages):
+    for path in pages:
+        text = (site / path / "index.html").read_text(encoding="utf-8")
+        data = sum(len(html.unescape(m)) for m in re.findall(r'data-gf-data="([^"]*)"', text))
+        assert data <= DATA_BUDGET, f"/{path}: {data / 1024:.0f} KiB of widget data"
