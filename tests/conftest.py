@@ -19,11 +19,17 @@ torch.set_num_threads(1)
 def site(tmp_path_factory) -> Path:
     """Build the whole site once, strictly and without the execution cache.
 
-    GRADFLOW_TEST_CACHE=1 lets a contributor iterating on browser tests reuse the execution
-    cache (a warm build takes seconds); CI never sets it, so CI builds clean.
+    For a contributor iterating on browser tests: GRADFLOW_TEST_CACHE=1 reuses the execution
+    cache (a warm build takes seconds) and GRADFLOW_TEST_SITE=DIR uses a site already built
+    there. Both are ignored under CI (CI=true), which always builds clean.
     """
+    prebuilt = os.environ.get("GRADFLOW_TEST_SITE")
+    if prebuilt and not os.environ.get("CI"):
+        # iterating on browser tests: reuse a site built by `mkdocs build --site-dir DIR`
+        return Path(prebuilt)
     out = tmp_path_factory.mktemp("site")
-    result = mkdocs_build(out, cache=os.environ.get("GRADFLOW_TEST_CACHE") == "1")
+    cache = os.environ.get("GRADFLOW_TEST_CACHE") == "1" and not os.environ.get("CI")
+    result = mkdocs_build(out, cache=cache)
     assert result.returncode == 0, f"strict build failed:\n{result.stdout}\n{result.stderr}"
     return out
 

@@ -39,6 +39,12 @@
   /** SVG element: GF.s("line", {x1: 0, ...}). */
   GF.s = (tag, attrs, ...children) => build(document.createElementNS(SVGNS, tag), attrs, children);
 
+  /** Add a widget's own CSS to the page once (id names it). Prefer the classes in gradflow.css. */
+  GF.style = (id, css) => {
+    if (document.head.querySelector(`style[data-gf-style="${id}"]`)) return;
+    document.head.append(GF.h("style", { "data-gf-style": id }, css));
+  };
+
   /** Colour i (0-based) of the colour-blind-safe palette, as a CSS value. */
   GF.color = (i) => `var(--gf-c${(i % 6) + 1})`;
 
