@@ -30,7 +30,7 @@ env: $(STAMP) $(NODE_STAMP)  ## create or update .venv (and node_modules for the
 
 serve: $(STAMP)  ## build the site strictly, then serve it at http://$(HOST)/ with live reload
 	$(BIN)/mkdocs build --strict --quiet
-	$(BIN)/mkdocs serve --strict --dev-addr $(HOST)
+	$(BIN)/mkdocs serve --strict --dirty --dev-addr $(HOST)
 
 build: $(STAMP)  ## build the site strictly into site/
 	$(BIN)/mkdocs build --strict
@@ -42,7 +42,7 @@ offline: $(STAMP)  ## build a copy for reading without a server: gradient-flow-o
 	@echo "Unzip gradient-flow-offline.zip and open offline/index.html in a browser."
 
 test: $(STAMP) $(NODE_STAMP)  ## run the whole test suite (snippets, reference vs torch, build, browser)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadgroup
 
 bench: $(STAMP)  ## print clean/rebuild build times, test-suite time and page sizes
 	$(BIN)/python -m gradflow_site.bench

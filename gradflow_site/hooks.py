@@ -11,7 +11,8 @@ import os
 import platform
 import re
 import subprocess
-from html.parser import HTMLParser
+import sys
+from html import unescape
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -52,6 +53,10 @@ class _PageNameFilter(logging.Filter):
         msg = str(record.msg)
         if _current_page and "Execution of" in msg[:60] and "docs/" not in msg[:80]:
             record.msg = f"docs/{_current_page}: {msg}"
+        if msg.startswith("A 'dirty' build is being performed"):
+            # `make serve` rebuilds dirty on purpose (on_files below keeps it correct), so this
+            # notice must not count as a warning and stop the strict serve
+            record.levelno, record.levelname = logging.INFO, "INFO"
         return True
 
 
@@ -88,7 +93,8 @@ def on_config(config, **kwargs):
         "commit": commit,
     }
     for handler in logging.getLogger("mkdocs").handlers:
-        if not any(isinstance(f, _PageNameFilter) for f in handler.filters):
+        # by name: serve re-imports this module on every rebuild, with a new class object
+        if not any(type(f).__name__ == "_PageNameFilter" for f in handler.filters):
             handler.addFilter(_PageNameFilter())
     return config
 
@@ -138,6 +144,7 @@ def on_files(files, config, **kwargs):
             tmp = out / f"{target}.{os.getpid()}.tmp"
             shutil.copyfile(source, tmp)
             tmp.replace(out / target)
+    _mark_stale_pages(files, root)
     for uri in [f"labs/{name}.ipynb" for name in sorted(_labs)] + rendered:
         if (out / uri).exists():
             files.append(
@@ -149,6 +156,26 @@ def on_files(files, config, **kwargs):
                 )
             )
     return files
+
+
+def _mark_stale_pages(files, root: Path) -> None:
+    """Under `mkdocs serve --dirty`, rebuild every page when code it may execute has changed.
+
+    A dirty rebuild re-renders only pages whose Markdown is newer than their HTML, which makes
+    a prose edit show in about a second. A page also depends on the snippets it includes and
+    the modules and config they use; when one of those is newer than a page's HTML, treat the
+    page as modified too, so an edited snippet never leaves a stale page.
+    """
+    if "serve" not in sys.argv or "--dirty" not in sys.argv:
+        return
+    watched = [root / "mkdocs.yml"]
+    for folder in ("snippets", "gradflow_ref", "gradflow_site"):
+        watched += (root / folder).rglob("*.py")
+    newest = max(p.stat().st_mtime for p in watched if p.exists())
+    for file in files.documentation_pages():
+        dest = Path(file.abs_dest_path)
+        if dest.exists() and dest.stat().st_mtime < newest:
+            file.is_modified = lambda: True
 
 
 _page_started: dict[str, float] = {}
@@ -230,23 +257,29 @@ def _check_widget_data(html: str, page) -> None:
         )
 
 
-class _AssetRefs(HTMLParser):
-    """Collect local asset references: script src, link href, img/source/audio/video src."""
+_ASSET_TAG = re.compile(r"<(script|link|img|source|audio|video|embed|object)\b([^>]*)>", re.I)
+_ATTR = re.compile(r"""([a-zA-Z_:-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""")
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.refs: list[str] = []
 
-    def handle_starttag(self, tag, attrs):
-        a = dict(attrs)
-        if tag == "script" and a.get("src"):
-            self.refs.append(a["src"])
-        elif tag == "link" and a.get("href") and a.get("rel") not in ("canonical", "alternate"):
-            self.refs.append(a["href"])
-        elif tag in ("img", "source", "audio", "video", "embed") and a.get("src"):
-            self.refs.append(a["src"])
-        elif tag == "object" and a.get("data"):
-            self.refs.append(a["data"])
+def _asset_refs(text: str) -> list[str]:
+    """Return local-asset candidates: script src, stylesheet href, img/source/media src.
+
+    A regular expression over the tags, not an HTML parser: the check runs after every serve
+    rebuild, and parsing every page took a second.
+    """
+    refs = []
+    for tag, attrs in _ASSET_TAG.findall(text):
+        a = {m[0].lower(): unescape(m[1] or m[2] or m[3]) for m in _ATTR.findall(attrs)}
+        tag = tag.lower()
+        if tag == "link":
+            if a.get("href") and a.get("rel") not in ("canonical", "alternate"):
+                refs.append(a["href"])
+        elif tag == "object":
+            if a.get("data"):
+                refs.append(a["data"])
+        elif a.get("src"):
+            refs.append(a["src"])
+    return refs
 
 
 _CSS_URL = re.compile(r"url\(\s*['\"]?([^'\")]+)['\"]?\s*\)")
@@ -268,10 +301,7 @@ def missing_assets(site_dir: Path, base_path: str = "/") -> list[tuple[str, str]
     base_path = "/" + base_path.strip("/") + "/" if base_path.strip("/") else "/"
     missing = []
     for page in sorted(site_dir.rglob("*.html")):
-        parser = _AssetRefs()
-        parser.feed(page.read_text(encoding="utf-8"))
-        refs = parser.refs
-        for ref in refs:
+        for ref in _asset_refs(page.read_text(encoding="utf-8")):
             if not _is_local(ref):
                 continue
             path = unquote(urlsplit(ref).path)

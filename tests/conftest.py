@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from filelock import FileLock
 
 from tests import _browser
 from tests._site import mkdocs_build
@@ -27,10 +28,19 @@ def site(tmp_path_factory) -> Path:
     if prebuilt and not os.environ.get("CI"):
         # iterating on browser tests: reuse a site built by `mkdocs build --site-dir DIR`
         return Path(prebuilt)
-    out = tmp_path_factory.mktemp("site")
-    cache = os.environ.get("GRADFLOW_TEST_CACHE") == "1" and not os.environ.get("CI")
-    result = mkdocs_build(out, cache=cache)
-    assert result.returncode == 0, f"strict build failed:\n{result.stdout}\n{result.stderr}"
+    # one build shared by the xdist workers (`make test` runs `pytest -n auto`): the first
+    # worker that needs it builds under a lock, the others wait and reuse it
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    out, log = shared / "site", shared / "site-build.log"
+    with FileLock(str(shared / "site.lock")):
+        if not log.exists():
+            cache = os.environ.get("GRADFLOW_TEST_CACHE") == "1" and not os.environ.get("CI")
+            result = mkdocs_build(out, cache=cache)
+            log.write_text(f"{result.returncode}\n{result.stdout}\n{result.stderr}")
+    code, _, output = log.read_text().partition("\n")
+    assert code == "0", f"strict build failed:\n{output}"
     return out
 
 
@@ -49,6 +59,13 @@ def browser():
 
 
 def pytest_collection_modifyitems(config, items):
+    # under xdist (--dist loadgroup) every test of the built site runs on one worker, so one
+    # server and one browser serve them all; the other workers run the rest
+    for item in items:
+        if "site" in getattr(item, "fixturenames", ()) and not item.get_closest_marker(
+            "xdist_group"
+        ):
+            item.add_marker(pytest.mark.xdist_group("site"))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")

@@ -25,10 +25,12 @@ def test_build_strict_succeeds_without_warnings(site):
     assert (site / "telephone" / "index.html").exists()
 
 
-def test_build_is_byte_reproducible(site, tmp_path):
+@pytest.mark.xdist_group("reproducibility")  # its own build runs beside the session build
+def test_build_is_byte_reproducible(request, tmp_path):
     second = tmp_path / "again"
     result = mkdocs_build(second)
     assert result.returncode == 0, result.stderr
+    site = request.getfixturevalue("site")  # after this build: both can run at the same time
     files = sorted(p.relative_to(site) for p in site.rglob("*") if p.suffix in (".html", ".svg"))
     assert files, "no HTML or SVG in the build"
     differ = [str(f) for f in files if (site / f).read_bytes() != (second / f).read_bytes()]
