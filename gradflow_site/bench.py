@@ -139,11 +139,16 @@ def _site_url() -> str:
     return match.group(1) if match else "/"
 
 
-def test_suite() -> tuple[float, str, dict[str, float]]:
-    """Return (seconds, pytest's closing line, seconds per test file) for the whole suite."""
+def test_suite(marks: str) -> tuple[float, str, dict[str, float]]:
+    """Return (seconds, pytest's closing line, seconds per test file) for the tests selected
+    by the marker expression `marks`, run as `make test` runs them (-n auto, one shared build).
+
+    Per-file seconds add up the workers' time, so they exceed the wall-clock total.
+    """
     start = time.perf_counter()
+    cmd = [sys.executable, "-m", "pytest", "-n", "auto", "--dist", "loadgroup", "-m", marks]
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=0"],
+        cmd + ["-q", "-p", "no:cacheprovider", "--durations=0"],
         cwd=ROOT,
         env=ENV,
         capture_output=True,
@@ -185,15 +190,11 @@ def main(argv: list[str] | None = None) -> None:
             print(f"serve: first build            {first:6.1f} s")
             print(f"serve: prose edit -> visible  {edit:6.1f} s")
         if not args.skip_tests:
-            seconds, summary, per_file = test_suite()
-            print(f"test suite                    {seconds:6.1f} s   {summary}")
-            browser = sum(v for k, v in per_file.items() if "test_browser" in k)
-            print(
-                f"  of which browser tests      {browser:6.1f} s   (the site build they share "
-                "is counted where it first runs)"
-            )
-            for path, secs in sorted(per_file.items(), key=lambda kv: -kv[1]):
-                print(f"    {path:<34}{secs:6.1f} s")
+            for label, marks in (("browser aside", "not browser"), ("browser only", "browser")):
+                seconds, summary, per_file = test_suite(marks)
+                print(f"test suite, {label:<17} {seconds:6.1f} s   {summary}")
+                for path, secs in sorted(per_file.items(), key=lambda kv: -kv[1]):
+                    print(f"    {path:<34}{secs:6.1f} s (summed over workers)")
         print()
         print(f"{'page':<20}{'HTML KiB':>10}{'inline SVG KiB':>16}")
         total = 0
