@@ -72,8 +72,8 @@ def on_config(config, **kwargs):
     # read by the executed labs' setup cell (gradflow_site/labs.py): batch each cell's output
     os.environ["GRADFLOW_SITE_BUILD"] = "1"
     exec_cache.install()
-    # executed labs: mkdocs-jupyter keys its cache by the notebook's bytes, which embed the
-    # snippet code and the gradflow_ref sources; the folder name adds the package versions
+    # mkdocs-jupyter caches its rendering of a notebook by the notebook's bytes (outputs
+    # included); the folder name adds the package versions, and tests and CI turn it off
     jupyter = config.plugins.get("mkdocs-jupyter")
     if jupyter is not None:
         jupyter.config["cache"] = exec_cache.enabled()
@@ -121,13 +121,14 @@ def on_files(files, config, **kwargs):
     """Generate a lab notebook per chapter (gradflow_site/labs.py) and add it to the site.
 
     labs/<name>.ipynb is a download for every chapter; labs/run/<name>.ipynb, for the labs the
-    nav lists there, is a copy that mkdocs-jupyter executes and renders as a page.
+    nav lists there, starts executing in the background now (gradflow_site/lab_runs.py) and
+    mkdocs-jupyter renders the executed copy when the build reaches that page.
     """
     import shutil
 
     from mkdocs.structure.files import File
 
-    from gradflow_site import labs
+    from gradflow_site import exec_cache, lab_runs, labs
 
     root = Path(config.config_file_path).parent
     out = root / "build" / "labs-src"
@@ -145,17 +146,36 @@ def on_files(files, config, **kwargs):
             shutil.copyfile(source, tmp)
             tmp.replace(out / target)
     _mark_stale_pages(files, root)
+    cache_root = root / ".cache" / "labs" if exec_cache.enabled() else None
     for uri in [f"labs/{name}.ipynb" for name in sorted(_labs)] + rendered:
-        if (out / uri).exists():
-            files.append(
-                File(
-                    uri,
-                    src_dir=str(out),
-                    dest_dir=config.site_dir,
-                    use_directory_urls=config.use_directory_urls,
-                )
+        if not (out / uri).exists():
+            continue
+        src_dir = out
+        if uri in rendered:
+            src_dir = lab_runs.start(uri, out / uri, cache_root, exec_cache.versions()).src_dir
+        files.append(
+            File(
+                uri,
+                src_dir=str(src_dir),
+                dest_dir=config.site_dir,
+                use_directory_urls=config.use_directory_urls,
             )
+        )
     return files
+
+
+@event_priority(100)  # before mkdocs-jupyter reads the notebook
+def on_pre_page(page, config, files, **kwargs):
+    from mkdocs.exceptions import PluginError
+
+    from gradflow_site import lab_runs
+
+    if page.file.src_uri.startswith("labs/run/"):
+        try:
+            lab_runs.wait(page.file.src_uri)
+        except RuntimeError as err:
+            raise PluginError(f"docs/{page.file.src_uri}: {err}") from None
+    return page
 
 
 def _mark_stale_pages(files, root: Path) -> None:

@@ -1,0 +1,116 @@
+"""Execute the rendered labs in background processes while the chapters build.
+
+The executed labs (labs/run/*.ipynb in the nav) used to run inside mkdocs-jupyter, one after the
+other, after every chapter had been built. Here each starts as soon as its notebook is written
+(`nbconvert --execute` in its own process, so it runs on another core beside the chapters), and
+mkdocs-jupyter (with `execute: false`) renders the executed copy. The build waits for a lab only
+when it reaches that page; a cell that raises fails the build with the lab's name.
+
+With the execution cache on, an executed notebook is kept under .cache/labs/ by a key of the
+notebook's bytes (which embed every line of code it runs, gradflow_ref modules included) and
+the package versions; with it off (tests, CI) every build executes afresh.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["LabRun", "start", "wait"]
+
+
+@dataclass
+class LabRun:
+    uri: str  # the page's path in the site, e.g. labs/run/arena.ipynb
+    src_dir: Path  # folder holding `uri` once executed (the File's src_dir)
+    proc: subprocess.Popen | None  # None when the executed copy came from the cache
+    log: Path | None  # nbconvert's output, read when it fails
+
+
+_runs: dict[str, LabRun] = {}
+
+
+def _kill_all() -> None:
+    for run in _runs.values():
+        if run.proc is not None and run.proc.poll() is None:
+            run.proc.kill()
+
+
+atexit.register(_kill_all)
+
+
+def start(uri: str, notebook: Path, cache_root: Path | None, versions: str) -> LabRun:
+    """Start executing `notebook` for the page `uri`, unless a cached copy exists; return it.
+
+    Args:
+        uri: the page path, labs/run/<name>.ipynb.
+        notebook: the generated, unexecuted notebook.
+        cache_root: folder for executed copies (.cache/labs), or None to execute afresh into a
+            temporary folder.
+        versions: package versions, part of the cache key.
+    """
+    text = notebook.read_bytes()
+    key = hashlib.sha256(text + versions.encode()).hexdigest()[:16]
+    if cache_root is not None:
+        src_dir = cache_root / key
+        if (src_dir / uri).exists():
+            run = LabRun(uri, src_dir, None, None)
+            _runs[uri] = run
+            return run
+    else:
+        src_dir = Path(tempfile.mkdtemp(prefix="gradflow-lab-"))
+    target = src_dir / uri
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp_name = f".{target.stem}.{os.getpid()}.tmp"
+    log = target.parent / f"{tmp_name}.log"
+    env = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg", GRADFLOW_SITE_BUILD="1")
+    cmd = [
+        sys.executable,
+        "-m",
+        "nbconvert",
+        "--to",
+        "notebook",
+        "--execute",
+        "--ExecutePreprocessor.timeout=600",
+        "--ExecutePreprocessor.kernel_name=python3",
+        "--output-dir",
+        str(target.parent),
+        "--output",
+        tmp_name,
+        str(notebook),
+    ]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            cmd, cwd=target.parent, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    run = LabRun(uri, src_dir, proc, log)
+    _runs[uri] = run
+    return run
+
+
+def wait(uri: str) -> LabRun:
+    """Wait for the lab `uri` to finish; move its output into place and return its run.
+
+    Raises:
+        RuntimeError: the notebook raised or nbconvert failed; the message ends with its log.
+    """
+    run = _runs[uri]
+    if run.proc is None:
+        return run
+    code = run.proc.wait()
+    target = run.src_dir / uri
+    produced = target.parent / f".{target.stem}.{os.getpid()}.tmp.ipynb"
+    if code != 0 or not produced.exists():
+        tail = run.log.read_text(encoding="utf-8", errors="replace")[-3000:] if run.log else ""
+        raise RuntimeError(f"executing {uri} failed (exit {code}):\n{tail}")
+    produced.replace(target)
+    if run.log is not None:
+        run.log.unlink(missing_ok=True)
+    run.proc = None
+    return run
