@@ -68,6 +68,9 @@ def clean_build(site_dir: Path) -> float:
     match = re.search(r"page render seconds: (.*)", result.stdout + result.stderr)
     if match:
         print(f"page render seconds in the clean build: {match.group(1)}")
+    match = re.search(r"widget data: (.*)", result.stdout + result.stderr)
+    if match:
+        print(f"computing the widgets' data in the clean build: {match.group(1)}")
     return elapsed
 
 

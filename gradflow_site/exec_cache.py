@@ -25,7 +25,7 @@ import random
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["enabled", "install", "start_build", "stats", "versions"]
+__all__ = ["enabled", "install", "start_build", "stats", "versions", "widget_stats"]
 
 _state: dict = {
     "root": None,
@@ -35,6 +35,8 @@ _state: dict = {
     "installed": False,
     "hits": 0,
     "misses": 0,
+    "widget_blocks": 0,
+    "widget_seconds": 0.0,
 }
 
 
@@ -81,12 +83,21 @@ def start_build(root: Path) -> None:
     _state["dir"] = root / ".cache" / "exec"
     _state["fingerprint"] = _fingerprint(root) if _enabled() else ""
     _state["sessions"] = {}
-    _state["hits"] = _state["misses"] = 0
+    _state["hits"] = _state["misses"] = _state["widget_blocks"] = 0
+    _state["widget_seconds"] = 0.0
 
 
 def stats() -> tuple[int, int]:
     """Return (hits, misses) of the current build."""
     return _state["hits"], _state["misses"]
+
+
+def widget_stats() -> tuple[int, float]:
+    """Return (blocks, seconds) spent running blocks that print a widget in this build.
+
+    Cached blocks cost nothing and are not counted; a clean build counts them all.
+    """
+    return _state["widget_blocks"], _state["widget_seconds"]
 
 
 def install() -> None:
@@ -128,6 +139,8 @@ def install() -> None:
 
 def _cached(compute, history: list[str]) -> tuple[bool, str]:
     """Return (hit, output) for the block that ends `history`, computing it on a miss."""
+    if "widget(" in history[-1]:
+        compute = _timed(compute)
     if not _enabled() or _state["dir"] is None:
         _state["misses"] += 1
         return False, compute()
@@ -145,3 +158,18 @@ def _cached(compute, history: list[str]) -> tuple[bool, str]:
     tmp.write_text(output, encoding="utf-8")
     tmp.replace(path)
     return False, output
+
+
+def _timed(compute):
+    """Wrap `compute` to add its run time to the widget statistics."""
+    import time
+
+    def run() -> str:
+        start = time.perf_counter()
+        try:
+            return compute()
+        finally:
+            _state["widget_blocks"] += 1
+            _state["widget_seconds"] += time.perf_counter() - start
+
+    return run

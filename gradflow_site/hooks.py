@@ -346,6 +346,8 @@ def on_post_build(config, **kwargs):
 
     hits, misses = exec_cache.stats()
     log.info(f"executed blocks: {misses} run, {hits} from the cache (.cache/exec)")
+    blocks, seconds = exec_cache.widget_stats()
+    log.info(f"widget data: {seconds:.1f} s in {blocks} blocks run")
     slowest = sorted(page_seconds.items(), key=lambda kv: -kv[1])
     log.info("page render seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in slowest))
     site_dir = Path(config.site_dir)
