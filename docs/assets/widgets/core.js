@@ -162,7 +162,8 @@
     const a = Math.ceil(Math.log10(lo)), b = Math.floor(Math.log10(hi));
     const every = Math.max(1, Math.ceil((b - a + 1) / 6));
     const out = [];
-    for (let e = a; e <= b; e += every) out.push(10 ** e);
+    // round decades: every second (third...) power of ten, counted from 10^0
+    for (let e = Math.ceil(a / every) * every; e <= b; e += every) out.push(10 ** e);
     return out;
   };
 
