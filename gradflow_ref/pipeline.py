@@ -7,6 +7,7 @@ global-norm clip, AdamW (Loshchilov & Hutter 2019) on FP32 master weights (Micik
 """
 
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -19,7 +20,17 @@ from gradflow_ref.clipping import clip_grad_norm_
 from gradflow_ref.loss_scaling import GradScaler
 from gradflow_ref.master import MasterWeights
 
-__all__ = ["BUGS", "PipelineConfig", "StepReport", "warmup_cosine", "WarmupCosine", "Trainer"]
+__all__ = [
+    "BUGS",
+    "STAGES",
+    "PipelineConfig",
+    "StepReport",
+    "Stage",
+    "warmup_cosine",
+    "WarmupCosine",
+    "Trainer",
+    "trace_step",
+]
 
 # Deliberate ordering bugs the chapter demonstrates (PipelineConfig.bug):
 BUGS = (
@@ -27,6 +38,23 @@ BUGS = (
     "clip_per_micro",  # clip inside the micro-batch loop (instead of once): partial sums clipped
     "schedule_on_skip",  # step the LR schedule on a step the scaler skipped
     "no_zero",  # never zero the gradients: each step adds the previous steps' gradients
+)
+
+# What trace_step records, in the order a correct step runs them:
+STAGES = (
+    "forward",  # layer forwards of one micro-batch, in the working dtype
+    "loss",  # the loss function on the FP32 logits
+    "scale",  # FP16 only: loss times the loss scale
+    "backward",  # autograd reaches the loss and runs back through the layers
+    "recompute",  # checkpointing: layer forwards re-run inside backward
+    "accumulate",  # the micro-batch's gradients added into the FP32 masters
+    "unscale",  # FP16 only: gradients divided by the loss scale, inf/NaN recorded
+    "clip",  # global-norm clip
+    "step",  # AdamW updated the FP32 masters (absent when the scaler skipped)
+    "update",  # FP16 only: the loss scale backs off or grows
+    "schedule",  # learning rate for the next step
+    "cast_back",  # FP32 masters copied into the working-precision model
+    "zero",  # gradients of model and masters cleared
 )
 
 
@@ -53,6 +81,14 @@ class StepReport:
     lr: float  # learning rate this step used
     skipped: bool  # the scaler skipped the update (inf/NaN gradients)
     scale: float  # loss scale after this step's update (1.0 in BF16)
+
+
+@dataclass
+class Stage:
+    name: str  # one of STAGES
+    micro_batch: int | None  # index of the micro-batch whose loop ran it; None: after the loop
+    dtype: str | None  # dtype of the tensors it produced ("bfloat16", ...); None: no tensor
+    count: int = 1  # layer forwards (forward, recompute); 1 for the other stages
 
 
 def _finite(func, name, value, low=0.0, strict=True):
@@ -244,3 +280,108 @@ class Trainer:
         if bug != "no_zero":
             self.master.zero_grad()
         return StepReport(loss_sum, float(norm), lr, skipped, self.scaler.get_scale())
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def trace_step(trainer: Trainer, micro_batches) -> tuple[StepReport, list[Stage]]:
+    """Run `trainer.step(micro_batches)` and record every stage as it runs, in order.
+
+    The trainer's parts (loss function, scaler, optimizer, schedule, master weights, layers) are
+    observed through hooks and wrappers that are removed afterwards, so the step computes
+    exactly what an untraced step computes. A stage that does nothing (the scaler's, in BF16) or
+    did not happen (an optimizer step the scaler skipped) is not recorded.
+
+    Returns:
+        The step's StepReport and its Stage list, in execution order.
+
+    Example:
+        >>> _, stages = trace_step(Trainer(nn.Sequential(nn.Linear(4, 2))), [(x, y)])
+        >>> [s.name for s in stages]
+        ['forward', 'loss', 'backward', 'accumulate', 'clip', 'step', 'schedule', ...]
+    """
+    stages: list[Stage] = []
+    now = {"micro": None, "backward": False}
+    model, scaler, master = trainer.model, trainer.scaler, trainer.master
+
+    def add(name, dtype=None):
+        stages.append(Stage(name, now["micro"], dtype and _name(dtype)))
+
+    class Loop:  # the step's `for x, y in micro_batches`, seen from inside
+        def __len__(self):
+            return len(micro_batches)
+
+        def __iter__(self):
+            for i, batch in enumerate(micro_batches):
+                now["micro"] = i
+                yield batch
+            now["micro"] = None
+
+    def on_layer(module, args):  # a layer starts; args[0] is its input activation
+        name = "recompute" if now["backward"] else "forward"
+        if stages and stages[-1].name == name and stages[-1].micro_batch == now["micro"]:
+            stages[-1].count += 1  # the next layer of the same pass
+        else:
+            add(name, args[0].dtype)
+
+    def on_backward(grad):  # autograd reached the loss: backward has started
+        now["backward"] = True
+        add("backward")
+
+    def on_scale(out):
+        if scaler.is_enabled():
+            add("scale", out.dtype)
+        out.register_hook(on_backward)
+
+    def before_accumulate():  # backward has returned; its gradients are still on the model
+        now["backward"] = False
+        backward = next(s for s in reversed(stages) if s.name == "backward")
+        backward.dtype = _name(next(p.grad.dtype for p in model.parameters() if p.grad is not None))
+
+    def on_clip(params, *_):
+        add("clip", params[0].grad.dtype)
+
+    def on_scaler(name):
+        return lambda _: scaler.is_enabled() and add(name, torch.float32)
+
+    undo: list[Callable[[], None]] = []
+
+    def watch(obj, attr, after=None, before=None):  # before(*args), after(result)
+        original = getattr(obj, attr)
+
+        def watched(*args, **kwargs):
+            if before:
+                before(*args)
+            out = original(*args, **kwargs)
+            if after:
+                after(out)
+            return out
+
+        own = attr in vars(obj)  # an instance attribute or module global, not a method
+        setattr(obj, attr, watched)
+        undo.append(lambda: setattr(obj, attr, original) if own else delattr(obj, attr))
+
+    watch(trainer, "loss_fn", lambda out: add("loss", out.dtype))
+    watch(scaler, "scale", on_scale)
+    watch(trainer, "_accumulate", lambda _: add("accumulate", torch.float32), before_accumulate)
+    watch(scaler, "unscale_", on_scaler("unscale"))
+    watch(scaler, "update", on_scaler("update"))
+    watch(trainer.schedule, "step", lambda _: add("schedule"))
+    watch(master, "master_to_model", lambda _: add("cast_back", trainer.cfg.dtype))
+    watch(master, "zero_grad", lambda _: add("zero"))
+    # Trainer.step calls this module's clip_grad_norm_: watched for the duration of the step
+    watch(sys.modules[__name__], "clip_grad_norm_", before=on_clip)
+    hooks = [layer.register_forward_pre_hook(on_layer) for layer in model]
+    hooks.append(
+        trainer.optimizer.register_step_post_hook(lambda *_: add("step", master.params[0].dtype))
+    )
+    try:
+        report = trainer.step(Loop())
+    finally:
+        for restore in reversed(undo):
+            restore()
+        for hook in hooks:
+            hook.remove()
+    return report, stages

@@ -10,8 +10,16 @@ from torch import nn
 from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
 from torch.utils.checkpoint import checkpoint_sequential as torch_checkpoint_sequential
 
+import gradflow_ref.pipeline
 from gradflow_ref.checkpointing import count_forwards
-from gradflow_ref.pipeline import PipelineConfig, Trainer, WarmupCosine, warmup_cosine
+from gradflow_ref.pipeline import (
+    STAGES,
+    PipelineConfig,
+    Trainer,
+    WarmupCosine,
+    trace_step,
+    warmup_cosine,
+)
 
 SCHEDULE_RTOL = 1e-12  # torch's cosine is recursive, ours closed-form: equal to rounding
 CFG = PipelineConfig(lr=1e-2, min_lr=1e-3, warmup_steps=2, total_steps=6, max_norm=0.1, segments=2)
@@ -245,6 +253,70 @@ def test_trainer_rejects_bad_config(change, message):
 def test_trainer_step_rejects_empty_micro_batches():
     with pytest.raises(ValueError, match="at least one"):
         Trainer(_model(), CFG).step([])
+
+
+def _trace(cfg, n_micro=1, scale=1.0):
+    trainer = Trainer(_model(), cfg)
+    return trace_step(trainer, _steps(n_steps=1, n_micro=n_micro, scale=scale)[0]), trainer
+
+
+def _cfg(**change):
+    return PipelineConfig(**(vars(CFG) | change))
+
+
+def test_trace_step_records_the_bf16_stages_in_order():
+    (report, stages), _ = _trace(_cfg(segments=1))
+    names = ["forward", "loss", "backward", "accumulate", "clip", "step", "schedule"]
+    assert [s.name for s in stages] == [*names, "cast_back", "zero"]
+    assert [s.micro_batch for s in stages] == [0] * 4 + [None] * 5
+    dtypes = {s.name: s.dtype for s in stages}
+    assert dtypes["forward"] == dtypes["backward"] == dtypes["cast_back"] == "bfloat16"
+    assert dtypes["loss"] == dtypes["accumulate"] == dtypes["clip"] == dtypes["step"] == "float32"
+    assert stages[0].count == 5 and not report.skipped
+
+
+def test_trace_step_adds_the_loss_scaling_stages_in_fp16():
+    (_, stages), _ = _trace(_cfg(segments=1, dtype=torch.float16, init_scale=2.0**10))
+    names = [s.name for s in stages]
+    assert names == [n for n in STAGES if n != "recompute"]
+    assert stages[names.index("backward")].dtype == "float16"
+
+
+def test_trace_step_repeats_the_micro_batch_stages_and_counts_recomputed_layers():
+    trainer = Trainer(_model(), CFG)  # 5 layers in 2 segments: the first 2 are checkpointed
+    with count_forwards(list(trainer.model)) as counter:
+        _, stages = trace_step(trainer, _steps(n_steps=1, n_micro=3)[0])
+    loop = ["forward", "loss", "backward", "recompute", "accumulate"]
+    assert [(s.name, s.micro_batch) for s in stages[:15]] == [
+        (name, i) for i in range(3) for name in loop
+    ]
+    assert sum(s.count for s in stages if s.name in ("forward", "recompute")) == counter.count
+    assert [s.count for s in stages if s.name == "recompute"] == [2, 2, 2]
+
+
+def test_trace_step_leaves_the_step_unchanged():
+    steps = _steps(n_steps=2)
+    plain, _ = _run(CFG, steps)
+    traced = Trainer(_model(), CFG)
+    trace_step(traced, steps[0])
+    traced.step(steps[1])  # untraced again: every wrapper and hook is gone
+    torch.testing.assert_close(traced.master.params, plain.master.params, rtol=0.0, atol=0.0)
+    assert "loss_fn" in vars(traced) and "step" not in vars(traced.schedule)
+    assert gradflow_ref.pipeline.clip_grad_norm_.__name__ == "clip_grad_norm_"
+    assert not traced.model[0]._forward_pre_hooks
+
+
+def test_trace_step_omits_the_optimizer_step_the_scaler_skipped():
+    (report, stages), _ = _trace(_cfg(dtype=torch.float16, init_scale=2.0**20), scale=1e3)
+    names = [s.name for s in stages]
+    assert report.skipped and "step" not in names and "schedule" not in names
+    assert names[-4:] == ["clip", "update", "cast_back", "zero"]
+
+
+def test_trace_step_follows_a_buggy_order():
+    (_, stages), _ = _trace(_cfg(dtype=torch.float16, init_scale=2.0**10, bug="clip_scaled"))
+    names = [s.name for s in stages]
+    assert names.index("clip") < names.index("unscale")
 
 
 @pytest.mark.cuda
