@@ -36,7 +36,14 @@ def _finite(value, where: str = "data"):
     return value
 
 
-def widget(name: str, data: dict, static: str, title: str, caption: str | None = None) -> str:
+def widget(
+    name: str,
+    data: dict,
+    static: str,
+    title: str,
+    caption: str | None = None,
+    needs: tuple[str, ...] = (),
+) -> str:
     """Return the HTML of an interactive widget for an executed block to print (`html="1"`).
 
     Args:
@@ -46,6 +53,8 @@ def widget(name: str, data: dict, static: str, title: str, caption: str | None =
             the script has mounted the live widget.
         title: the widget's accessible name and visible heading, e.g. "Clip a gradient".
         caption: optional sentence under the widget (plain text).
+        needs: shared scripts in docs/assets/widgets/ (names without .js) that the loader runs
+            before `<name>.js`, for logic two widgets use (e.g. "precision").
 
     Raises:
         ValueError: unknown widget name, empty title or static, non-finite data, or data
@@ -61,6 +70,12 @@ def widget(name: str, data: dict, static: str, title: str, caption: str | None =
         raise ValueError(
             f"widget: `name` {name!r} has no script; create docs/assets/widgets/{name}.js."
         )
+    for need in needs:
+        if not _NAME.match(need) or not (WIDGET_DIR / f"{need}.js").exists():
+            raise ValueError(
+                f"widget {name!r}: `needs` names {need!r}, which is not a script in "
+                f"docs/assets/widgets/; create {need}.js or fix the name."
+            )
     if not title or not title.strip():
         raise ValueError("widget: `title` must name the widget, got an empty string.")
     if not static or not static.strip():
@@ -74,8 +89,9 @@ def widget(name: str, data: dict, static: str, title: str, caption: str | None =
             f"{DATA_BUDGET // 1024} KiB page budget; sample the grid more coarsely or round."
         )
     cap = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
+    deps = f' data-gf-needs="{" ".join(needs)}"' if needs else ""
     return (
-        f'<figure class="gf-widget" data-gf-widget="{name}" '
+        f'<figure class="gf-widget" data-gf-widget="{name}"{deps} '
         f'data-gf-data="{html.escape(payload, quote=True)}" '
         f'aria-label="{html.escape(title.strip(), quote=True)}">'
         f'<p class="gf-widget__title">{html.escape(title.strip())}</p>'

@@ -18,6 +18,8 @@
     el.dataset.gfState = "loading";
     try {
       await load("core.js");
+      // shared logic of several widgets (data-gf-needs="precision" loads precision.js first)
+      for (const need of (el.dataset.gfNeeds || "").split(" ").filter(Boolean)) await load(`${need}.js`);
       await load(`${name}.js`);
       const fn = window.GF.widgets[name];
       if (typeof fn !== "function") throw new Error(`widgets: ${name}.js registered nothing`);
