@@ -38,6 +38,8 @@ def shoot(site: Path, out: Path) -> list[Path]:
                 page.goto(f"{url}/{path}", wait_until="load")
                 page.evaluate(f"document.body.setAttribute('data-md-color-scheme', '{scheme}')")
                 page.wait_for_function(mounted)
+                # the sticky header would cover the top of a widget scrolled into view
+                page.add_style_tag(content=".md-header, .md-tabs { position: static !important; }")
                 figures = page.locator("[data-gf-widget]")
                 for i, name in enumerate(names):
                     stem = path.strip("/") or "home"
