@@ -10,7 +10,7 @@ export NO_MKDOCS_2_WARNING := 1
 export MPLBACKEND := Agg
 export OMP_NUM_THREADS := 1
 
-.PHONY: help env serve build offline test bench screenshots linkcheck lock clean
+.PHONY: help env serve build offline test bench lighthouse screenshots linkcheck lock clean
 
 help:  ## list the tasks
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/'
@@ -46,6 +46,9 @@ test: $(STAMP) $(NODE_STAMP)  ## run the whole test suite (snippets, reference v
 
 bench: $(STAMP)  ## print clean/rebuild build times, test-suite time and page sizes
 	$(BIN)/python -m gradflow_site.bench
+
+lighthouse: build  ## Lighthouse scores (mobile) of every page, served as GitHub Pages serves it
+	$(BIN)/python -m gradflow_site.lighthouse site
 
 screenshots: build  ## screenshot every widget in both colour schemes into build/screenshots/
 	$(BIN)/python -m gradflow_site.screenshots site build/screenshots

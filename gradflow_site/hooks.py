@@ -251,12 +251,17 @@ def on_page_content(html, page, files, **kwargs):
     global _current_page
     import time
 
+    from gradflow_site import lab_html, mathml
+
     _current_page = None
     started = _page_started.pop(page.file.src_uri, None)
     if started is not None:
         page_seconds[page.file.src_uri] = time.perf_counter() - started
         log.debug(f"docs/{page.file.src_uri}: rendered in {page_seconds[page.file.src_uri]:.2f} s")
     _check_widget_data(html, page)
+    if page.file.src_uri.endswith(".ipynb"):
+        html = lab_html.slim(html)  # drop the unused JupyterLab CSS mkdocs-jupyter inlines
+    html = mathml.typeset(html, f"docs/{page.file.src_uri}")  # TeX to MathML: no math JS
     return _rewrite_md_links(html, page, files) + _stamp
 
 
@@ -339,6 +344,12 @@ def missing_assets(site_dir: Path, base_path: str = "/") -> list[tuple[str, str]
             if not (css.parent / unquote(urlsplit(ref).path)).exists():
                 missing.append((str(css.relative_to(site_dir)), ref))
     return missing
+
+
+def on_post_page(output, page, config, **kwargs):
+    from gradflow_site import speed
+
+    return speed.defer_scripts(output)  # paint before the scripts run (make lighthouse)
 
 
 def on_post_build(config, **kwargs):

@@ -60,14 +60,13 @@ def test_pages_make_no_third_party_request(site):
         assert 'class="mermaid"' not in html, f"{page} has a mermaid diagram"
 
 
-def test_math_is_rendered_by_self_hosted_katex(site):
+def test_math_is_mathml_typeset_at_build_time(site):
     html = (site / "telephone" / "index.html").read_text(encoding="utf-8")
-    assert 'class="arithmatex"' in html
-    assert "assets/vendor/katex/katex.min.js" in html
-    for font in re.findall(
-        r"url\((fonts/[^)]+)\)", (site / "assets/vendor/katex/katex.min.css").read_text()
-    ):
-        assert (site / "assets/vendor/katex" / font).exists(), font
+    assert html.count("<math") >= 5
+    for page in _pages(site):
+        html = page.read_text(encoding="utf-8")
+        assert "katex" not in html.lower(), f"{page} still references KaTeX"
+        assert 'class="arithmatex">\\(' not in html, f"{page} has untypeset TeX"
 
 
 def test_search_splits_code_identifiers(site):

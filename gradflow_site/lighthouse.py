@@ -1,0 +1,285 @@
+"""Lighthouse scores of every page of the built site, served the way GitHub Pages serves it.
+
+Run with `make lighthouse` (or `python -m gradflow_site.lighthouse [SITE_DIR]`, default site/).
+Serves SITE_DIR locally with gzip and GitHub Pages' cache header (`max-age=600`), runs
+Lighthouse (npm, pinned in tools/lighthouse/, installed there with `npm ci` on first use) with
+its default mobile profile against each page in Debian's chromium, prints a table of the scores
+and metrics, and writes the table to results/lighthouse-mobile.json and each full report to
+build/lighthouse/. A benchmark, not a test: a loaded machine measures worse (Lighthouse's
+simulated throttling scales the CPU time it measures), so compare runs made on a quiet machine.
+Exits 1 when a page scores below --min (95) in performance, accessibility or best practices.
+"""
+
+from __future__ import annotations
+
+import argparse
+import email.utils
+import gzip
+import hashlib
+import http.server
+import json
+import mimetypes
+import os
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from gradflow_site.browser import CHROMIUM, page_paths
+
+__all__ = ["serve_like_pages", "install", "run_page", "main"]
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOL = ROOT / "tools" / "lighthouse"
+CLI = TOOL / "node_modules" / "lighthouse" / "cli" / "index.js"
+CHROME_FLAGS = "--headless=new --no-sandbox"
+CATEGORIES = ["performance", "accessibility", "best-practices", "seo"]
+# what GitHub Pages compresses (it gzips text; images and fonts are sent as they are)
+_COMPRESS = {
+    "text/html",
+    "text/css",
+    "text/javascript",
+    "application/javascript",
+    "application/json",
+    "image/svg+xml",
+    "text/plain",
+    "application/xml",
+    "text/xml",
+}
+
+
+@contextmanager
+def serve_like_pages(site: Path):
+    """Serve `site` on a free local port as GitHub Pages would; yield the base URL.
+
+    Text is gzipped when the client accepts it, every response carries `Cache-Control:
+    max-age=600`, an ETag and Last-Modified; a folder without its slash redirects (301), a
+    missing file gets the site's 404.html with status 404.
+    """
+    site = site.resolve()
+    cache: dict[Path, tuple[float, bytes, bytes]] = {}
+    lock = threading.Lock()
+
+    def load(path: Path) -> tuple[bytes, bytes]:
+        mtime = path.stat().st_mtime
+        with lock:
+            hit = cache.get(path)
+            if hit is None or hit[0] != mtime:
+                raw = path.read_bytes()
+                hit = (mtime, raw, gzip.compress(raw, compresslevel=6, mtime=0))
+                cache[path] = hit
+        return hit[1], hit[2]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_HEAD(self):
+            self._respond(body=False)
+
+        def do_GET(self):
+            self._respond(body=True)
+
+        def _respond(self, body: bool) -> None:
+            path = unquote(urlsplit(self.path).path)
+            target = (site / path.lstrip("/")).resolve()
+            status = 200
+            if site not in (target, *target.parents):
+                target = site / "404.html"
+                status = 404
+            elif target.is_dir():
+                if not path.endswith("/"):
+                    self.send_response(301)
+                    self.send_header("Location", path + "/")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                target = target / "index.html"
+            if not target.is_file():
+                target, status = site / "404.html", 404
+            raw, packed = load(target)
+            ctype = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+            etag = '"' + hashlib.sha1(raw).hexdigest()[:16] + '"'
+            if status == 200 and self.headers.get("If-None-Match") == etag:
+                self.send_response(304)
+                self.send_header("ETag", etag)
+                self.send_header("Cache-Control", "max-age=600")
+                self.end_headers()
+                return
+            gz = ctype in _COMPRESS and "gzip" in self.headers.get("Accept-Encoding", "")
+            data = packed if gz else raw
+            self.send_response(status)
+            charset = "; charset=utf-8" if ctype.startswith("text/") or "json" in ctype else ""
+            self.send_header("Content-Type", ctype + charset)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Cache-Control", "max-age=600")
+            self.send_header("ETag", etag)
+            self.send_header(
+                "Last-Modified", email.utils.formatdate(target.stat().st_mtime, usegmt=True)
+            )
+            self.send_header("Vary", "Accept-Encoding")
+            if gz:
+                self.send_header("Content-Encoding", "gzip")
+            self.end_headers()
+            if body:
+                self.wfile.write(data)
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def install() -> Path:
+    """Install the pinned Lighthouse into tools/lighthouse/ (npm ci) unless it is there."""
+    if not CLI.exists():
+        print("Installing Lighthouse into tools/lighthouse/ (npm ci) ...", flush=True)
+        subprocess.run(
+            ["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--silent"],
+            cwd=TOOL,
+            check=True,
+        )
+    return CLI
+
+
+def run_page(url: str, report: Path, timeout: float = 240) -> dict:
+    """Run Lighthouse (mobile, simulated throttling) on `url`; save the report; return it."""
+    report.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        "node",
+        str(CLI),
+        url,
+        "--output=json",
+        f"--output-path={report}",
+        f"--only-categories={','.join(CATEGORIES)}",
+        f"--chrome-flags={CHROME_FLAGS}",
+        "--quiet",
+    ]
+    env = dict(os.environ, CHROME_PATH=CHROMIUM or "")
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0 or not report.exists():
+        raise RuntimeError(f"lighthouse failed on {url}:\n{result.stderr[-2000:]}")
+    return json.loads(report.read_text(encoding="utf-8"))
+
+
+def summary(lhr: dict) -> dict:
+    """Return the scores (0-100), FCP/LCP/TBT (ms) and transfer size (bytes) of a report."""
+    cats, audits = lhr["categories"], lhr["audits"]
+
+    def score(name: str) -> int | None:
+        value = cats.get(name, {}).get("score")
+        return None if value is None else round(value * 100)
+
+    failed = {
+        name: [
+            ref["id"]
+            for ref in cat["auditRefs"]
+            if ref["weight"] > 0 and audits[ref["id"]].get("score") not in (None, 1)
+        ]
+        for name, cat in cats.items()
+    }
+    return {
+        "performance": score("performance"),
+        "accessibility": score("accessibility"),
+        "best-practices": score("best-practices"),
+        "seo": score("seo"),
+        "fcp_ms": round(audits["first-contentful-paint"]["numericValue"]),
+        "lcp_ms": round(audits["largest-contentful-paint"]["numericValue"]),
+        "tbt_ms": round(audits["total-blocking-time"]["numericValue"]),
+        "cls": round(audits["cumulative-layout-shift"]["numericValue"], 3),
+        "transfer_bytes": round(audits["total-byte-weight"]["numericValue"]),
+        "benchmark_index": lhr.get("environment", {}).get("benchmarkIndex"),
+        "failed_audits": {k: v for k, v in failed.items() if v},
+    }
+
+
+def _table(rows: dict[str, dict]) -> str:
+    head = (
+        f"{'page':<26} {'perf':>4} {'a11y':>4} {'BP':>4} {'SEO':>4} "
+        f"{'FCP s':>6} {'LCP s':>6} {'TBT ms':>7} {'KiB':>6}"
+    )
+    lines = [head, "-" * len(head)]
+    for page, r in rows.items():
+        lines.append(
+            f"{'/' + page:<26} {r['performance']:>4} {r['accessibility']:>4} "
+            f"{r['best-practices']:>4} {r['seo']:>4} {r['fcp_ms'] / 1000:>6.2f} "
+            f"{r['lcp_ms'] / 1000:>6.2f} {r['tbt_ms']:>7} {r['transfer_bytes'] / 1024:>6.0f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("site", nargs="?", default="site", help="built site (default: site)")
+    parser.add_argument("--pages", nargs="*", help="page paths, e.g. telephone/ (default: all)")
+    parser.add_argument("--min", type=int, default=95, help="lowest acceptable score")
+    parser.add_argument("--out", default=str(ROOT / "results" / "lighthouse-mobile.json"))
+    args = parser.parse_args(argv)
+    site = Path(args.site)
+    if not (site / "index.html").exists():
+        parser.error(f"{site} is not a built site (run `make build` first)")
+    if CHROMIUM is None:
+        parser.error("chromium is not installed (apt-get install chromium)")
+    install()
+    pages = args.pages or [p for p in page_paths(site) if not p.startswith("404")]
+    version = json.loads((CLI.parents[1] / "package.json").read_text())["version"]
+    browser = subprocess.run([CHROMIUM, "--version"], capture_output=True, text=True).stdout
+    print(
+        f"Lighthouse {version}, mobile profile, {browser.strip()}, {CHROME_FLAGS!r}; "
+        f"{len(pages)} pages of {site}, served with gzip and max-age=600",
+        flush=True,
+    )
+    rows: dict[str, dict] = {}
+    started = time.perf_counter()
+    with serve_like_pages(site) as url:
+        for page in pages:
+            name = page.strip("/").replace("/", "-") or "index"
+            lhr = run_page(f"{url}/{page}", ROOT / "build" / "lighthouse" / f"{name}.json")
+            rows[page or ""] = summary(lhr)
+            r = rows[page or ""]
+            print(f"  /{page}: performance {r['performance']}", flush=True)
+    print(_table(rows))
+    misses = [
+        f"/{page} {cat} {r[cat]}"
+        for page, r in rows.items()
+        for cat in ("performance", "accessibility", "best-practices")
+        if r[cat] is None or r[cat] < args.min
+    ]
+    for page, r in rows.items():
+        for cat, ids in r["failed_audits"].items():
+            print(f"/{page} {cat}: {', '.join(ids)}")
+    print(f"{time.perf_counter() - started:.0f} s; below {args.min}: {', '.join(misses) or 'none'}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        json.dumps(
+            {
+                "lighthouse": version,
+                "browser": browser.strip(),
+                "chrome_flags": CHROME_FLAGS,
+                "profile": "mobile (default), simulated throttling",
+                "server": "gzip, Cache-Control: max-age=600 (as GitHub Pages)",
+                "cpu_count": os.cpu_count(),
+                "load_average": os.getloadavg()[0],
+                "pages": rows,
+            },
+            indent=1,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    print(f"written: {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    return 1 if misses else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
