@@ -77,8 +77,10 @@ def widget_pages(site: Path) -> dict[str, list[str]]:
     return out
 
 
-# JavaScript: true once every widget on the page has mounted (or failed, which logs an error)
+# JavaScript: true once every widget on the page has mounted (or failed, which logs an error).
+# Widgets mount when scrolled near (loader.js); GFMountAll() mounts the rest at once.
 mounted = (
-    "() => [...document.querySelectorAll('[data-gf-widget]')]"
-    ".every(el => ['ready', 'error'].includes(el.dataset.gfState))"
+    "() => { if (window.GFMountAll) GFMountAll();"
+    " return [...document.querySelectorAll('[data-gf-widget]')]"
+    ".every(el => ['ready', 'error'].includes(el.dataset.gfState)); }"
 )

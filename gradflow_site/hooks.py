@@ -247,6 +247,18 @@ def _rewrite_md_links(html: str, page, files) -> str:
     return _MD_LINK.sub(fix, html)
 
 
+@event_priority(100)  # before Material's search plugin reads the page
+def on_page_context(context, page, **kwargs):
+    """Keep the executed labs out of the search index.
+
+    They repeat the chapters' code, so search would list every hit twice, and they were 60% of
+    the index that every page downloads.
+    """
+    if page.file.src_uri.startswith("labs/"):
+        page.meta.setdefault("search", {})["exclude"] = True
+    return context
+
+
 def on_page_content(html, page, files, **kwargs):
     global _current_page
     import time

@@ -42,12 +42,20 @@ def launch():
 
 
 @contextmanager
-def open_page(browser, server: str, path: str, scheme: str = "default", width: int = 1280, js=True):
+def open_page(
+    browser,
+    server: str,
+    path: str,
+    scheme: str = "default",
+    width: int = 1280,
+    js: bool = True,
+    mount: bool = True,
+):
     """Open `path` of the served site in a fresh context; yield (page, record).
 
     `record` collects console errors ("errors") and requests to other hosts ("foreign").
-    With JavaScript on, waits until every widget on the page has mounted; `scheme` is
-    Material's colour scheme ("default" or "slate").
+    With JavaScript on and `mount`, mounts every widget (they otherwise wait until scrolled
+    near) and waits for them; `scheme` is Material's colour scheme ("default" or "slate").
     """
     from urllib.parse import urlsplit
 
@@ -69,7 +77,8 @@ def open_page(browser, server: str, path: str, scheme: str = "default", width: i
         page.goto(f"{server}/{path}", wait_until="load")
         if js:
             page.evaluate(f"document.body.setAttribute('data-md-color-scheme', '{scheme}')")
-            page.wait_for_function(mounted)
+            if mount:
+                page.wait_for_function(mounted)
         yield page, record
     finally:
         context.close()

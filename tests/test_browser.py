@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests._browser import AXE, page_paths, require
+from tests._browser import AXE, mounted, page_paths, require
 
 pytestmark = [pytest.mark.build, pytest.mark.browser]
 
@@ -41,6 +41,7 @@ def visits(site, server, browser) -> dict[str, dict]:
     for path in page_paths(site):
         current = {"errors": [], "foreign": [], "axe": {}}
         page.goto(f"{server}/{path}", wait_until="load")
+        page.wait_for_function(mounted)  # axe checks the live widgets, not their fallbacks
         current["math"] = page.locator("math").count()
         # arithmatex's raw TeX (\( or \[ as a formula's text) or a math script's output
         current["raw_math"] = page.evaluate(

@@ -54,6 +54,22 @@ def test_widget_scripts_load_only_on_pages_with_widgets(browser, server, site, p
     assert loaded == []
 
 
+def test_widgets_mount_when_scrolled_near_and_not_before(browser, server, pages):
+    path = max(pages, key=lambda p: len(pages[p]))
+    with open_page(browser, server, path, width=1280, mount=False) as (page, record):
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('[data-gf-widget]')].every(e => e.dataset.gfState)"
+        )
+        last = page.locator("[data-gf-widget]").last
+        assert last.get_attribute("data-gf-state") == "waiting", "mounted while far below"
+        last.scroll_into_view_if_needed()
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('[data-gf-widget]')].pop()"
+            ".dataset.gfState === 'ready'"
+        )
+        assert not record["errors"]
+
+
 def test_widgets_show_their_static_figure_without_javascript(browser, server, pages):
     for path, names in pages.items():
         with open_page(browser, server, path, js=False) as (page, _):

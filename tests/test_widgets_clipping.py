@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from gradflow_ref.clipping import angle_between, clip_grad_norm_, clip_grad_value_
-from tests._browser import open_page
+from tests._browser import mounted, open_page
 
 pytestmark = [pytest.mark.build, pytest.mark.browser]
 
@@ -60,7 +60,7 @@ def page(browser, server):
 def widget(page):
     """The widget, reset to its starting state by reloading the page."""
     page.reload()
-    page.wait_for_function("document.querySelector('[data-gf-widget=clipping]')?.dataset.gfState")
+    page.wait_for_function(mounted)
     return page.locator('[data-gf-widget="clipping"]')
 
 

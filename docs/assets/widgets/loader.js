@@ -36,9 +36,37 @@
     }
   };
 
+  // Mount a widget when it comes within 400 px of the viewport: the page paints and becomes
+  // interactive first (Lighthouse's blocking time), and widgets never scrolled to cost nothing.
+  const observer =
+    "IntersectionObserver" in window
+      ? new IntersectionObserver(
+          (entries) => {
+            for (const e of entries) {
+              if (!e.isIntersecting) continue;
+              observer.unobserve(e.target);
+              mount(e.target);
+            }
+          },
+          { rootMargin: "400px 0px" },
+        )
+      : null;
   const run = () => {
-    for (const el of document.querySelectorAll("[data-gf-widget]:not([data-gf-state])")) mount(el);
+    for (const el of document.querySelectorAll("[data-gf-widget]:not([data-gf-state])")) {
+      el.dataset.gfState = "waiting";
+      if (observer) observer.observe(el);
+      else mount(el);
+    }
   };
+  // Mount every waiting widget now (printing, the browser tests, the screenshot command).
+  window.GFMountAll = () =>
+    Promise.all(
+      [...document.querySelectorAll('[data-gf-widget][data-gf-state="waiting"]')].map((el) => {
+        observer?.unobserve(el);
+        return mount(el);
+      }),
+    );
+  window.addEventListener("beforeprint", () => window.GFMountAll());
   if (typeof document$ !== "undefined") document$.subscribe(run);
   else if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", run);
   else run();
