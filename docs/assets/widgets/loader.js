@@ -36,7 +36,7 @@
     }
   };
 
-  // Mount a widget when it comes within 400 px of the viewport: the page paints and becomes
+  // Mount a widget when it comes within 100 px of the viewport: the page paints and becomes
   // interactive first (Lighthouse's blocking time), and widgets never scrolled to cost nothing.
   const observer =
     "IntersectionObserver" in window
@@ -48,7 +48,7 @@
               mount(e.target);
             }
           },
-          { rootMargin: "400px 0px" },
+          { rootMargin: "100px 0px" },
         )
       : null;
   const run = () => {
