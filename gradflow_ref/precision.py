@@ -160,9 +160,12 @@ def _round_unbounded(a: float, f: FloatFormat) -> float:
 
 
 def stored_value(x: float, fmt: str | torch.dtype | FloatFormat) -> float:
-    """Return the value `fmt` stores for `x`: one round-to-nearest-even, as torch casts.
+    """Return the value `fmt` stores for `x`: one round-to-nearest-even of `x` itself.
 
     Overflow gives inf, except FP8 E4M3FN (no inf), which torch's cast saturates to +-448.
+    torch casts a float64 to a narrower format through float32, rounding twice; the two agree
+    for every `x` float32 holds exactly, and can differ by one step for others (in FP16,
+    1 + 2**-11 + 2**-40 is 1.0 through float32 but 1.0009765625 here).
 
     Example:
         >>> stored_value(1000.001, "bfloat16")
@@ -183,7 +186,9 @@ def bit_fields(x: float, fmt: str | torch.dtype | FloatFormat) -> Bits:
     v = stored_value(x, f)
     top, mbits = 2**f.exponent_bits - 1, f.mantissa_bits
     sign = 1 if math.copysign(1.0, v) < 0 else 0
-    if math.isnan(v):  # quiet NaN; E4M3FN has a single NaN mantissa, all ones
+    # NaN: the canonical quiet NaN (top mantissa bit), or E4M3FN's single all-ones NaN; torch's
+    # own NaN codes differ in places (its E5M2 NaN is 0x7f), which the widgets follow
+    if math.isnan(v):
         sign, exponent, mantissa = 0, top, (1 << (mbits - 1)) if f.has_inf else 2**mbits - 1
     elif math.isinf(v):
         exponent, mantissa = top, 0
