@@ -159,6 +159,7 @@ def test_clipping_widget_number_inputs_and_threshold_slider(widget):
 
 def test_clipping_widget_follows_a_drag(widget, page):
     handle = widget.get_by_role("slider", name="Gradient tip")
+    handle.scroll_into_view_if_needed()  # mouse input reaches only what is on screen
     box = handle.bounding_box()
     plot = widget.locator("svg.gf-clip__plot").bounding_box()
     px_per_unit = plot["width"] / 300 * 280 / 6

@@ -91,6 +91,10 @@ GF.register("dynamic_scaling", (live, data) => {
   GF.style("dynamic_scaling", `.gf-dyn__details { overflow-x: auto; }
     .gf-dyn__details th, .gf-dyn__details td { padding: 0.15em 0.7em; text-align: right; }`);
   details.className = "gf-dyn__details";
+  // a region that scrolls sideways on a phone must be reachable by keyboard (axe)
+  Object.assign(details, { tabIndex: 0 });
+  details.setAttribute("role", "region");
+  details.setAttribute("aria-label", "Details of the current step");
   live.append(GF.controls(prev, player.el, next, slider.el), chart.svg,
     GF.legend([["log2 scale", GF.color(0)], ["skipped step", GF.color(1)], ["corrupted batch", "currentColor", true], ["current step", GF.color(2)]]),
     status, details);

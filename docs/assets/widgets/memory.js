@@ -156,7 +156,8 @@ GF.register("memory", (live, data) => {
     y: { min: 0, max: 1, ticks: [] },
   });
   const legend = GF.legend(COMPONENTS.map(([, label], i) => [label, GF.color(i)]));
-  const tableBox = GF.h("div", { class: "gf-memory__scroll" });
+  // scrolls sideways on a phone: focusable and named, so a keyboard can scroll it (axe)
+  const tableBox = GF.h("div", { class: "gf-memory__scroll", tabindex: "0", role: "region", "aria-label": "Memory by component" });
   const status = GF.status();
 
   const applyPreset = (name) => {
