@@ -41,6 +41,25 @@ def launch():
             browser.close()
 
 
+def listen(page, server: str) -> dict[str, list[str]]:
+    """Record `page`'s console errors ("errors") and requests to other hosts ("foreign")."""
+    from urllib.parse import urlsplit
+
+    host = urlsplit(server).netloc
+    record: dict[str, list[str]] = {"errors": [], "foreign": []}
+    page.on("console", lambda m: record["errors"].append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: record["errors"].append(str(e)))
+    page.on(
+        "request",
+        lambda r: (
+            record["foreign"].append(r.url)
+            if urlsplit(r.url).netloc not in (host, "") and not r.url.startswith("data:")
+            else None
+        ),
+    )
+    return record
+
+
 @contextmanager
 def open_page(
     browser,
@@ -57,22 +76,9 @@ def open_page(
     With JavaScript on and `mount`, mounts every widget (they otherwise wait until scrolled
     near) and waits for them; `scheme` is Material's colour scheme ("default" or "slate").
     """
-    from urllib.parse import urlsplit
-
     context = browser.new_context(viewport={"width": width, "height": 900}, java_script_enabled=js)
     page = context.new_page()
-    host = urlsplit(server).netloc
-    record: dict[str, list[str]] = {"errors": [], "foreign": []}
-    page.on("console", lambda m: record["errors"].append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: record["errors"].append(str(e)))
-    page.on(
-        "request",
-        lambda r: (
-            record["foreign"].append(r.url)
-            if urlsplit(r.url).netloc not in (host, "") and not r.url.startswith("data:")
-            else None
-        ),
-    )
+    record = listen(page, server)
     try:
         page.goto(f"{server}/{path}", wait_until="load")
         if js:

@@ -7,11 +7,9 @@ and .ci/run installs it first.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 import pytest
 
-from tests._browser import AXE, mounted, page_paths, require
+from tests._browser import AXE, listen, mounted, page_paths, require
 
 pytestmark = [pytest.mark.build, pytest.mark.browser]
 
@@ -25,21 +23,12 @@ def visits(site, server, browser) -> dict[str, dict]:
     axe = AXE.read_text(encoding="utf-8") if AXE.exists() else None
     context = browser.new_context()
     page = context.new_page()
-    host = urlsplit(server).netloc
-    current: dict = {}
-    page.on("console", lambda m: current["errors"].append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: current["errors"].append(str(e)))
-    page.on(
-        "request",
-        lambda r: (
-            current["foreign"].append(r.url)
-            if urlsplit(r.url).netloc not in (host, "") and not r.url.startswith("data:")
-            else None
-        ),
-    )
+    record = listen(page, server)
     results = {}
     for path in page_paths(site):
-        current = {"errors": [], "foreign": [], "axe": {}}
+        record["errors"].clear()
+        record["foreign"].clear()
+        current = {"axe": {}}
         page.goto(f"{server}/{path}", wait_until="load")
         page.wait_for_function(mounted)  # axe checks the live widgets, not their fallbacks
         current["math"] = page.locator("math").count()
@@ -65,7 +54,11 @@ def visits(site, server, browser) -> dict[str, dict]:
                     ".map(v => `${v.id} (${v.impact}): ${v.nodes.slice(0, 3)"
                     ".map(n => n.target).join(' | ')}`)"
                 )
-        results[path] = current
+        results[path] = {
+            **current,
+            "errors": list(record["errors"]),
+            "foreign": list(record["foreign"]),
+        }
     context.close()
     return results
 

@@ -24,15 +24,7 @@
     const rowsBox = GF.h("div", { class: "gf-bits__rows" });
     const sup = (n) => String(n).replace("-", "−");
 
-    const parse = (text) => {
-      const s = String(text).trim().toLowerCase().replace(/\s+/g, "").replace(/^\+/, "").replace("−", "-");
-      if (/^-?(inf|infinity)$/.test(s)) return s.startsWith("-") ? -Infinity : Infinity;
-      if (s === "nan") return NaN;
-      let m = s.match(/^(-?)2\^(-?\d{1,4})$/);
-      if (m) return (m[1] ? -1 : 1) * 2 ** Number(m[2]);
-      m = s.match(/^-?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/);
-      return m ? Number(s) : null;
-    };
+    const parse = GF.parseNumber;
 
     // the formula behind a bit pattern, in words a reader can check by hand
     const explain = (f, b, v) => {

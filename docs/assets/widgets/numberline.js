@@ -131,15 +131,7 @@
 
     const tableBox = GF.h("div", { class: "gf-nl__table", tabindex: 0, role: "region", "aria-label": "What each format stores" });
     const status = GF.status();
-    const parse = (text) => {
-      const s = String(text).trim().toLowerCase().replace(/\s+/g, "").replace(/^\+/, "").replace("−", "-");
-      if (/^-?(inf|infinity)$/.test(s)) return s.startsWith("-") ? -Infinity : Infinity;
-      if (s === "nan") return NaN;
-      let m = s.match(/^(-?)2\^(-?\d{1,4})$/);
-      if (m) return (m[1] ? -1 : 1) * 2 ** Number(m[2]);
-      m = s.match(/^-?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/);
-      return m ? Number(s) : null;
-    };
+    const parse = GF.parseNumber;
 
     const setValue = (x) => {
       state.x = x;

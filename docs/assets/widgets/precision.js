@@ -101,4 +101,14 @@
     return { formats: F, round, classify, code, bits, decode, nextUp, nextDown, neighbours };
   };
   GF.precisionLogic = precisionLogic;
+  // a typed number: decimals, exponents, 2^k, inf and nan; null when it is none of them
+  GF.parseNumber = (text) => {
+    const s = String(text).trim().toLowerCase().replace(/\s+/g, "").replace(/^\+/, "").replace("−", "-");
+    if (/^-?(inf|infinity)$/.test(s)) return s.startsWith("-") ? -Infinity : Infinity;
+    if (s === "nan") return NaN;
+    let m = s.match(/^(-?)2\^(-?\d{1,4})$/);
+    if (m) return (m[1] ? -1 : 1) * 2 ** Number(m[2]);
+    m = s.match(/^-?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/);
+    return m ? Number(s) : null;
+  };
 })();
