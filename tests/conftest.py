@@ -59,13 +59,15 @@ def browser():
 
 
 def pytest_collection_modifyitems(config, items):
-    # under xdist (--dist loadgroup) every test of the built site runs on one worker, so one
-    # server and one browser serve them all; the other workers run the rest
+    # under xdist (--dist loadgroup) the tests of the built site run in two groups, the widget
+    # tests and the rest, each on one worker with one server and one browser (the build itself
+    # is shared, see `site`); the other tests spread over the workers
     for item in items:
         if "site" in getattr(item, "fixturenames", ()) and not item.get_closest_marker(
             "xdist_group"
         ):
-            item.add_marker(pytest.mark.xdist_group("site"))
+            widgets = item.path.name.startswith("test_widgets")
+            item.add_marker(pytest.mark.xdist_group("widgets" if widgets else "site"))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")
