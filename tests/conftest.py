@@ -59,15 +59,13 @@ def browser():
 
 
 def pytest_collection_modifyitems(config, items):
-    # under xdist (--dist loadgroup) the tests of the built site run in two groups, the widget
-    # tests and the rest, each on one worker with one server and one browser (the build itself
-    # is shared, see `site`); the other tests spread over the workers
+    # under xdist (--dist loadgroup) every test of the built site runs on one worker, so one
+    # server and one browser serve them all; the other workers run the rest
     for item in items:
         if "site" in getattr(item, "fixturenames", ()) and not item.get_closest_marker(
             "xdist_group"
         ):
-            widgets = item.path.name.startswith("test_widgets")
-            item.add_marker(pytest.mark.xdist_group("widgets" if widgets else "site"))
+            item.add_marker(pytest.mark.xdist_group("site"))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")
