@@ -26,21 +26,42 @@ def pages(site) -> dict[str, list[str]]:
     return found
 
 
-def test_widgets_mount_without_console_error_or_foreign_request(browser, server, pages):
+@pytest.fixture(scope="module")
+def desktop(browser, server, pages) -> dict[str, dict]:
+    """Open every widget page once at desktop width; record what the tests below check."""
+    seen = {}
+    for path in pages:
+        with open_page(browser, server, path) as (page, record):
+            found = page.evaluate(
+                """() => {
+                  const live = [...document.querySelectorAll('.gf-widget__live')];
+                  const controls = live.flatMap(l =>
+                    [...l.querySelectorAll('input, select, button, [tabindex]')]);
+                  return {
+                    states: [...document.querySelectorAll('[data-gf-widget]')]
+                      .map(e => e.dataset.gfWidget + ':' + e.dataset.gfState),
+                    empty: live.filter(e => !e.children.length).length,
+                    unnamed: controls.map((c, i) => [i, c.labels?.[0]?.textContent
+                      || c.getAttribute('aria-label') || c.textContent])
+                      .filter(([, n]) => !n || !n.trim()).map(([i]) => i),
+                    controls: controls.length,
+                  };
+                }"""
+            )
+            first = page.locator(".gf-widget__live :is(input, select, button, [tabindex])").first
+            first.focus()
+            found["outline"] = first.evaluate("e => getComputedStyle(e).outlineStyle")
+            seen[path] = {**found, **record}
+    return seen
+
+
+def test_widgets_mount_without_console_error_or_foreign_request(desktop, pages):
     problems = []
     for path, names in pages.items():
-        with open_page(browser, server, path) as (page, record):
-            states = page.eval_on_selector_all(
-                "[data-gf-widget]",
-                "els => els.map(e => e.dataset.gfWidget + ':' + e.dataset.gfState)",
-            )
-            bad = [s for s in states if not s.endswith(":ready")]
-            empty = page.eval_on_selector_all(
-                ".gf-widget__live", "els => els.filter(e => !e.children.length).length"
-            )
-            if bad or empty or record["errors"] or record["foreign"]:
-                problems.append(f"/{path}: {bad} empty={empty} {record}")
-            assert len(states) == len(names)
+        v = desktop[path]
+        bad = [s for s in v["states"] if not s.endswith(":ready")]
+        if bad or v["empty"] or v["errors"] or v["foreign"] or len(v["states"]) != len(names):
+            problems.append(f"/{path}: {v}")
     assert not problems, "\n".join(problems)
 
 
@@ -92,22 +113,11 @@ def test_widgets_fit_a_phone_width_screen(browser, server, pages):
             assert not wide, f"/{path}: widgets wider than a 360 px screen: {wide}"
 
 
-def test_widget_controls_are_labelled_and_show_focus(browser, server, pages):
-    for path in pages:
-        with open_page(browser, server, path) as (page, _):
-            controls = page.locator(".gf-widget__live :is(input, select, button, [tabindex])")
-            assert controls.count() > 0, f"/{path}: widgets without any control"
-            for i in range(controls.count()):
-                c = controls.nth(i)
-                name = c.evaluate(
-                    "e => e.labels?.[0]?.textContent || e.getAttribute('aria-label')"
-                    " || e.textContent"
-                )
-                assert name and name.strip(), f"/{path}: control {i} has no accessible name"
-            first = controls.first
-            first.focus()
-            outline = first.evaluate("e => getComputedStyle(e).outlineStyle")
-            assert outline != "none", f"/{path}: focused control shows no outline"
+def test_widget_controls_are_labelled_and_show_focus(desktop):
+    for path, v in desktop.items():
+        assert v["controls"] > 0, f"/{path}: widgets without any control"
+        assert not v["unnamed"], f"/{path}: controls {v['unnamed']} have no accessible name"
+        assert v["outline"] != "none", f"/{path}: focused control shows no outline"
 
 
 def test_widget_scripts_stay_within_the_payload_budget():
