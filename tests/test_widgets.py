@@ -12,7 +12,7 @@ import re
 import pytest
 
 from gradflow_site.widgets import DATA_BUDGET, WIDGET_DIR
-from tests._browser import open_page, widget_pages
+from tests._browser import mounted, open_page, widget_pages
 
 pytestmark = [pytest.mark.build, pytest.mark.browser]
 
@@ -89,6 +89,21 @@ def test_widgets_mount_when_scrolled_near_and_not_before(browser, server, pages)
             ".dataset.gfState === 'ready'"
         )
         assert not record["errors"]
+
+
+def test_widgets_mount_when_materials_document_observable_stays_silent(browser, server, pages):
+    # the offline copy (file://) never emits Material's document$: the loader must not wait
+    path = next(iter(pages))
+    context = browser.new_context()
+    # stand-in for Material's bundle: a document$ that never emits
+    context.add_init_script("window.document$ = { subscribe() {} };")
+    page = context.new_page()
+    page.route("**/assets/javascripts/bundle.*.js", lambda route: route.abort())
+    page.goto(f"{server}/{path}", wait_until="load")
+    page.wait_for_function(mounted, timeout=10_000)
+    states = page.eval_on_selector_all("[data-gf-widget]", "els => els.map(e => e.dataset.gfState)")
+    context.close()
+    assert states == ["ready"] * len(pages[path])
 
 
 def test_widgets_show_their_static_figure_without_javascript(browser, server, pages):

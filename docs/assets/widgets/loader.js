@@ -67,7 +67,9 @@
       }),
     );
   window.addEventListener("beforeprint", () => window.GFMountAll());
+  // run now, and again on every instant-navigation page load (run skips mounted widgets); in the
+  // offline copy (file://) Material's document$ does not emit, so the first call matters
   if (typeof document$ !== "undefined") document$.subscribe(run);
-  else if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", run);
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", run);
   else run();
 })();
