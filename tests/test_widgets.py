@@ -13,6 +13,7 @@ import pytest
 
 from gradflow_site.widgets import DATA_BUDGET, WIDGET_DIR
 from tests._browser import mounted, open_page, widget_pages
+from tests._site import ROOT
 
 pytestmark = [pytest.mark.build, pytest.mark.browser]
 
@@ -104,6 +105,43 @@ def test_widgets_mount_when_materials_document_observable_stays_silent(browser, 
     states = page.eval_on_selector_all("[data-gf-widget]", "els => els.map(e => e.dataset.gfState)")
     context.close()
     assert states == ["ready"] * len(pages[path])
+
+
+def test_widgets_mount_after_instant_navigation(browser, site, pages):
+    # Material matches links against the sitemap by protocol and host, not port, so instant
+    # navigation engages only at the site's own address: serve the build there, in the browser
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    base = re.search(r"^site_url:\s*(\S+)", config, re.M).group(1).rstrip("/") + "/"
+
+    def fulfil(route):
+        rel = route.request.url[len(base) :].split("#")[0].split("?")[0]
+        target = site / rel
+        if target.is_dir():
+            target = target / "index.html"
+        if target.is_file():
+            route.fulfill(path=str(target))
+        else:
+            route.fulfill(status=404, body="not found")
+
+    start, target = list(pages)[:2]
+    context = browser.new_context()
+    context.route(f"{base}**", fulfil)
+    page = context.new_page()
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(f"{base}{start}", wait_until="load")
+    page.wait_for_function(mounted)
+    page.wait_for_timeout(500)  # Material reads the sitemap before it takes over links
+    page.evaluate("window.__sameDocument = true")  # gone if the browser loads a new document
+    page.locator(f'.md-sidebar--primary a.md-nav__link[href$="{target}"]').first.click()
+    page.wait_for_url(f"**/{target}")
+    page.wait_for_function(mounted)
+    same = page.evaluate("window.__sameDocument === true")
+    names = page.eval_on_selector_all("[data-gf-widget]", "els => els.map(e => e.dataset.gfWidget)")
+    context.close()
+    assert same, "the click loaded a new document: instant navigation did not engage"
+    assert names == pages[target]
+    assert not errors
 
 
 def test_widgets_show_their_static_figure_without_javascript(browser, server, pages):
