@@ -36,16 +36,20 @@ ARGS = [
 
 
 @contextmanager
-def serve(directory: Path):
-    """Serve `directory` over http on a free local port; yield the base URL."""
+def serve(directory: Path | None = None, handler=None):
+    """Serve over http on a free local port in a thread; yield the base URL.
+
+    Serves the files of `directory` quietly, or answers with `handler` (a request handler class,
+    e.g. gradflow_site.lighthouse's compressing one) when given.
+    """
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
 
-    httpd = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(directory))
-    )
+    if handler is None:
+        handler = functools.partial(Quiet, directory=str(directory))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:

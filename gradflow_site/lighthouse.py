@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from gradflow_site.browser import CHROMIUM, page_paths
+from gradflow_site.browser import CHROMIUM, page_paths, serve
 
 __all__ = ["serve_like_pages", "install", "run_page", "main"]
 
@@ -129,14 +129,8 @@ def serve_like_pages(site: Path):
             if body:
                 self.wfile.write(data)
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serve(handler=Handler) as url:
+        yield url
 
 
 def install() -> Path:
