@@ -81,10 +81,13 @@ def widget_pages(site: Path) -> dict[str, list[str]]:
     return out
 
 
-# JavaScript: true once every widget on the page has mounted (or failed, which logs an error).
-# Widgets mount when scrolled near (loader.js); GFMountAll() mounts the rest at once.
+# JavaScript: true once every widget on the page has mounted (or failed, which logs an error)
+# and a11y.js has made every code block that scrolls sideways focusable. Widgets mount when
+# scrolled near (loader.js); GFMountAll() mounts the rest at once. Code blocks are checked in
+# idle moments after load (GFCodeChecked).
 mounted = (
     "() => { if (window.GFMountAll) GFMountAll();"
-    " return [...document.querySelectorAll('[data-gf-widget]')]"
+    " return window.GFCodeChecked !== false"
+    " && [...document.querySelectorAll('[data-gf-widget]')]"
     ".every(el => ['ready', 'error'].includes(el.dataset.gfState)); }"
 )

@@ -361,7 +361,8 @@ def missing_assets(site_dir: Path, base_path: str = "/") -> list[tuple[str, str]
 def on_post_page(output, page, config, **kwargs):
     from gradflow_site import speed
 
-    return speed.defer_scripts(output)  # paint before the scripts run (make lighthouse)
+    # paint before the scripts run; copy buttons in the HTML, not mounted per block on load
+    return speed.copy_buttons(speed.defer_scripts(output))
 
 
 def on_post_build(config, **kwargs):

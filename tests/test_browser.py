@@ -88,3 +88,76 @@ def test_pages_have_no_serious_accessibility_violations(visits, scheme):
         for problem in v["axe"][scheme]
     ]
     assert not problems, "\n".join(problems)
+
+
+@pytest.fixture()
+def clipping(browser, server):
+    """The clipping chapter at a desktop size, scrolled to the top, code blocks checked."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server)
+    page = context.new_page()
+    page.goto(f"{server}/clipping/", wait_until="load")
+    page.wait_for_function(mounted)
+    yield page
+    context.close()
+
+
+def _last_block(page):
+    block = page.locator(".md-typeset .highlight").last
+    # Material mounts a block (and gives its pre an id) only once it has scrolled into view
+    assert block.locator("pre").get_attribute("id") is None, "the last block mounted at load"
+    return block
+
+
+def test_code_block_copy_button_copies_before_the_block_mounts(clipping):
+    block = _last_block(clipping)
+    button = block.locator('button[data-md-type="copy"]')
+    assert button.count() == 1
+    button.click()  # scrolls it into view first, as a reader would
+    copied = clipping.evaluate("navigator.clipboard.readText()")
+    assert copied == block.locator("code").inner_text().rstrip()
+    assert block.locator('button[data-md-type="copy"]').count() == 1, "Material added a second"
+
+
+def test_code_block_below_the_fold_is_reached_by_keyboard(clipping):
+    block = _last_block(clipping)
+    block_id = block.get_attribute("id")
+    # from the last heading link before the block, Tab until focus reaches the block or passes
+    # it: the first stop there must be the block's copy button, though it never scrolled in
+    clipping.evaluate(
+        """id => {
+            const block = document.getElementById(id);
+            [...document.querySelectorAll('.md-content a.headerlink')]
+                .filter(a => a.compareDocumentPosition(block) & Node.DOCUMENT_POSITION_FOLLOWING)
+                .at(-1).focus();
+        }""",
+        block_id,
+    )
+    where = """id => {
+        const block = document.getElementById(id), el = document.activeElement;
+        const reached = block.contains(el)
+            || (block.compareDocumentPosition(el) & Node.DOCUMENT_POSITION_FOLLOWING);
+        return reached ? [el.dataset.mdType ?? el.tagName, el.closest('.highlight')?.id] : null;
+    }"""
+    for _ in range(12):
+        clipping.keyboard.press("Tab")
+        if (focused := clipping.evaluate(where, block_id)) is not None:
+            break
+    assert focused == ["copy", block_id]
+
+
+def test_code_blocks_that_scroll_sideways_are_focusable_before_they_mount(clipping):
+    clipping.set_viewport_size({"width": 360, "height": 900})  # narrow: code overflows
+    clipping.reload(wait_until="load")
+    clipping.wait_for_function(mounted)
+    unfocusable = clipping.evaluate(
+        """() => [...document.querySelectorAll('.md-typeset .highlight > pre > code')]
+            .filter(el => el.scrollWidth > el.clientWidth && el.getAttribute('tabindex') !== '0')
+            .map(el => el.closest('.highlight').id)"""
+    )
+    scrolling = clipping.evaluate(
+        """() => [...document.querySelectorAll('.md-typeset .highlight > pre > code')]
+            .filter(el => el.scrollWidth > el.clientWidth).length"""
+    )
+    assert scrolling > 3, "no code block scrolls sideways at 360 px: the test checks nothing"
+    assert not unfocusable

@@ -1,9 +1,8 @@
-"""gradflow_site.lab_html and gradflow_site.speed: slimmer lab pages, deferred scripts."""
+"""gradflow_site.lab_html: slimmer lab pages."""
 
 from __future__ import annotations
 
 from gradflow_site.lab_html import purge_css, slim
-from gradflow_site.speed import defer_scripts
 
 CSS = """
 @charset "UTF-8";
@@ -52,11 +51,3 @@ def test_slim_replaces_inline_css_and_drops_mathjax_and_mermaid():
     assert "zzz" not in out and "mathjax" not in out.lower() and "<script" not in out
     assert '<span class="s2">"x\\ny"</span> </pre>' in out
     assert "line-height: 125%" not in out
-
-
-def test_defer_scripts_defers_external_scripts_only():
-    html = '<script src="a.js"></script><script>inline()</script><script src="b.js" async></script>'
-    assert defer_scripts(html) == (
-        '<script src="a.js" defer></script><script>inline()</script>'
-        '<script src="b.js" async></script>'
-    )

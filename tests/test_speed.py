@@ -1,0 +1,32 @@
+"""gradflow_site.speed: deferred scripts and copy buttons written into the HTML."""
+
+from __future__ import annotations
+
+import re
+
+from gradflow_site.speed import copy_buttons, defer_scripts
+
+BLOCK = '<div class="language-python highlight"><pre><span></span><code>x = 1\n</code></pre></div>'
+
+
+def test_defer_scripts_defers_external_scripts_only():
+    html = '<script src="a.js"></script><script>inline()</script><script src="b.js" async></script>'
+    assert defer_scripts(html) == (
+        '<script src="a.js" defer></script><script>inline()</script>'
+        '<script src="b.js" async></script>'
+    )
+
+
+def test_copy_buttons_give_each_block_a_button_that_targets_its_own_code():
+    out = copy_buttons(BLOCK + "<p>text</p>" + BLOCK.replace("python", "text"))
+    ids = re.findall(r'<div class="language-\w+ highlight" id="([\w-]+)">', out)
+    targets = re.findall(r'data-clipboard-target="#([\w-]+) code"', out)
+    assert ids == targets == ["gf-code-0", "gf-code-1"]
+    # Material's markup: the button sits in a nav inside the pre, before the code
+    assert '<pre><span></span><nav class="md-code__nav"><button class="md-code__button"' in out
+    assert out.count('data-md-type="copy"') == 2 and out.count("<code>x = 1") == 2
+
+
+def test_copy_buttons_leave_other_html_alone():
+    html = '<pre><code>plain</code></pre><div class="highlight-ipynb"><pre>y</pre></div>'
+    assert copy_buttons(html) == html
