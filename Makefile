@@ -48,7 +48,7 @@ bench: $(STAMP)  ## print clean/rebuild build times, test-suite time and page si
 	$(BIN)/python -m gradflow_site.bench
 
 lighthouse: build  ## Lighthouse scores (mobile) of every page, served as GitHub Pages serves it
-	$(BIN)/python -m gradflow_site.lighthouse site
+	$(BIN)/python -m gradflow_site.lighthouse site $(LIGHTHOUSE_ARGS)
 
 screenshots: build  ## screenshot every widget in both colour schemes into build/screenshots/
 	$(BIN)/python -m gradflow_site.screenshots site build/screenshots

@@ -161,3 +161,24 @@ def test_code_blocks_that_scroll_sideways_are_focusable_before_they_mount(clippi
     )
     assert scrolling > 3, "no code block scrolls sideways at 360 px: the test checks nothing"
     assert not unfocusable
+
+
+def test_code_blocks_keep_their_height_when_they_scroll_into_view(clipping):
+    # off screen, content-visibility skips a block and the page uses its stated height; a wrong
+    # one would move the page under the reader when the block comes into view
+    heights = clipping.evaluate(
+        """async () => {
+            const blocks = [...document.querySelectorAll('.md-typeset .highlight')];
+            const before = blocks.map(d => d.getBoundingClientRect().height);
+            const after = [];
+            for (const d of blocks) {
+                d.scrollIntoView();
+                await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+                after.push(d.getBoundingClientRect().height);
+            }
+            return [before, after];
+        }"""
+    )
+    before, after = heights
+    assert len(before) > 5
+    assert before == pytest.approx(after, abs=2)

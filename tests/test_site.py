@@ -86,7 +86,7 @@ def test_chapter_figures_are_inline_svg_with_text_alternative(site):
 
 def test_every_code_block_has_a_copy_button_for_its_own_code(site):
     block = re.compile(
-        r'<div class="language-[\w-]+ highlight" id="([\w-]+)"><pre><span></span>'
+        r'<div class="language-[\w-]+ highlight" id="([\w-]+)"[^>]*><pre><span></span>'
         r'<nav class="md-code__nav"><button [^>]*data-clipboard-target="#([\w-]+) code"'
     )
     for page in _pages(site):

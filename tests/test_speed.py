@@ -19,7 +19,7 @@ def test_defer_scripts_defers_external_scripts_only():
 
 def test_copy_buttons_give_each_block_a_button_that_targets_its_own_code():
     out = copy_buttons(BLOCK + "<p>text</p>" + BLOCK.replace("python", "text"))
-    ids = re.findall(r'<div class="language-\w+ highlight" id="([\w-]+)">', out)
+    ids = re.findall(r'<div class="language-\w+ highlight" id="([\w-]+)"', out)
     targets = re.findall(r'data-clipboard-target="#([\w-]+) code"', out)
     assert ids == targets == ["gf-code-0", "gf-code-1"]
     # Material's markup: the button sits in a nav inside the pre, before the code
@@ -30,3 +30,13 @@ def test_copy_buttons_give_each_block_a_button_that_targets_its_own_code():
 def test_copy_buttons_leave_other_html_alone():
     html = '<pre><code>plain</code></pre><div class="highlight-ipynb"><pre>y</pre></div>'
     assert copy_buttons(html) == html
+
+
+def test_copy_buttons_size_each_block_by_its_lines_while_off_screen():
+    three = BLOCK.replace("x = 1\n", "a = 1\nb = 2\nc = 3\n")
+    unterminated = BLOCK.replace("x = 1\n", "a = 1\nb = 2")
+    heights = re.findall(
+        r"contain-intrinsic-block-size: auto calc\((\d+) \* ",
+        copy_buttons(BLOCK + three + unterminated),
+    )
+    assert heights == ["1", "3", "2"]
