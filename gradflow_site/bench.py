@@ -2,8 +2,10 @@
 
 Run with `make bench` (or `python -m gradflow_site.bench`). It measures, on this machine:
 a clean strict build, the time `mkdocs serve` takes to show a prose-only edit, the whole test
-suite, and the size of every page (HTML, and the inline SVG inside it). Nothing is timed inside
-the test suite; these are figures to read, with the budgets printed beside them.
+suite, the size of every page (HTML, and the inline SVG inside it) and, last, the Lighthouse
+scores of every page of that build (gradflow_site.lighthouse, stock mobile profile, median of
+3 runs; about 7 minutes). Nothing is timed inside the test suite; these are figures to read,
+with the budgets (issue 8) printed beside them.
 """
 
 from __future__ import annotations
@@ -181,21 +183,25 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-tests", action="store_true", help="do not time the test suite")
     parser.add_argument("--skip-serve", action="store_true", help="do not time serve rebuilds")
+    parser.add_argument(
+        "--skip-lighthouse", action="store_true", help="do not run Lighthouse on the build"
+    )
     args = parser.parse_args(argv)
 
     print(f"Gradient Flow benchmark on {os.cpu_count()} cores, Python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory() as tmp:
         site = Path(tmp) / "site"
         build = clean_build(site)
-        print(f"clean strict build            {build:6.1f} s")
+        print(f"clean strict build            {build:6.1f} s   (budget 90 s)")
         if not args.skip_serve:
             first, edit = serve_edit_latency()
             print(f"serve: first build            {first:6.1f} s")
-            print(f"serve: prose edit -> visible  {edit:6.1f} s")
+            print(f"serve: prose edit -> visible  {edit:6.1f} s   (budget 3 s)")
         if not args.skip_tests:
             for label, marks in (("browser aside", "not browser"), ("browser only", "browser")):
                 seconds, summary, per_file = test_suite(marks)
-                print(f"test suite, {label:<17} {seconds:6.1f} s   {summary}")
+                budget = "(budget 240 s) " if marks == "not browser" else ""
+                print(f"test suite, {label:<17} {seconds:6.1f} s   {budget}{summary}")
                 for path, secs in sorted(per_file.items(), key=lambda kv: -kv[1]):
                     print(f"    {path:<34}{secs:6.1f} s (summed over workers)")
         print()
@@ -205,6 +211,13 @@ def main(argv: list[str] | None = None) -> None:
             total += html
             print(f"{name:<20}{html / 1024:>10.1f}{svg / 1024:>16.1f}")
         print(f"{'all pages':<20}{total / 1024:>10.1f}")
+        biggest = max(html for _, html, _ in page_sizes(site))
+        print(f"largest page {biggest / 2**20:.2f} MB   (budget 1.5 MB a page)")
+        if not args.skip_lighthouse:
+            from gradflow_site import lighthouse
+
+            print()
+            lighthouse.main([str(site)])  # prints its table; budget: 95 in perf, a11y and BP
 
 
 if __name__ == "__main__":

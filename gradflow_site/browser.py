@@ -10,6 +10,7 @@ import functools
 import http.server
 import re
 import shutil
+import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,6 +36,13 @@ ARGS = [
 ]
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        # a browser that drops a connection it no longer needs is not an error worth a traceback
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @contextmanager
 def serve(directory: Path | None = None, handler=None):
     """Serve over http on a free local port in a thread; yield the base URL.
@@ -49,7 +57,7 @@ def serve(directory: Path | None = None, handler=None):
 
     if handler is None:
         handler = functools.partial(Quiet, directory=str(directory))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd = _Server(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
