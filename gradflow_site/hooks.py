@@ -273,6 +273,13 @@ def on_page_content(html, page, files, **kwargs):
     _check_widget_data(html, page)
     if page.file.src_uri.endswith(".ipynb"):
         html = lab_html.slim(html)  # drop the unused JupyterLab CSS mkdocs-jupyter inlines
+        html, undescribed = lab_html.describe_images(html, Path(page.file.src_uri).stem)
+        for key in undescribed:
+            log.warning(
+                f"docs/{page.file.src_uri}: the image that section '{key}' draws has no text "
+                "alternative. Add a description under that key to FIGURE_ALT in "
+                "gradflow_site/render.py."
+            )
     html = mathml.typeset(html, f"docs/{page.file.src_uri}")  # TeX to MathML: no math JS
     return _rewrite_md_links(html, page, files) + _stamp
 
@@ -362,7 +369,7 @@ def on_post_page(output, page, config, **kwargs):
     from gradflow_site import speed
 
     # paint before the scripts run; copy buttons in the HTML, not mounted per block on load
-    return speed.copy_buttons(speed.defer_scripts(output))
+    return speed.code_blocks(speed.defer_scripts(output))
 
 
 def on_post_build(config, **kwargs):

@@ -6,16 +6,19 @@ stylesheet, only the rules whose class names all occur on the page and the custo
 those rules read; it drops a stylesheet the plugin writes as a Python list by mistake, the
 MathJax scripts (math is MathML, gradflow_site/mathml.py) and the mermaid loader when the page has
 no mermaid diagram, and merges runs of string-token spans in the highlighted code (fewer
-elements to lay out, same colours). Called from gradflow_site/hooks.py (on_page_content) for
-notebook pages.
+elements to lay out, same colours). `describe_images(html, lab)` replaces nbconvert's
+placeholder text alternative ("No description has been provided for this image") of each
+output image with the description of the figure its section draws (gradflow_site.render's
+FIGURE_ALT). Called from gradflow_site/hooks.py (on_page_content) for notebook pages.
 """
 
 from __future__ import annotations
 
 import functools
+import html as html_lib
 import re
 
-__all__ = ["purge_css", "slim"]
+__all__ = ["purge_css", "slim", "describe_images"]
 
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _CLASS = re.compile(r"\.(-?[A-Za-z_][\w-]*)")
@@ -213,3 +216,34 @@ def slim(html: str) -> str:
     if "jp-Mermaid" not in classes:
         head = _MERMAID.sub(r"\1", head)
     return head + (f"<style>{''.join(kept)}</style>\n" if kept else "") + body
+
+
+PLACEHOLDER_ALT = "No description has been provided for this image"
+_SECTION = re.compile(r'<h2 id="([\w-]+)"')
+_PLACEHOLDER = re.compile(r'alt="' + PLACEHOLDER_ALT + '"')
+
+
+def describe_images(html: str, lab: str, alts: dict[str, str] | None = None) -> tuple[str, list]:
+    """Give each output image of lab `lab` the description of the figure its section draws.
+
+    A lab has one `## Section` heading per snippet section (gradflow_site/labs.py), so an image
+    belongs to the section of the last heading before it; its text alternative is
+    `alts["<lab>:<section>"]` (default: gradflow_site.render.FIGURE_ALT).
+
+    Returns:
+        The page, and the sections whose image has no description (the caller fails the build).
+    """
+    if alts is None:
+        from gradflow_site.render import FIGURE_ALT as alts
+    missing = []
+    headings = [(m.start(), m[1]) for m in _SECTION.finditer(html)]
+
+    def describe(m: re.Match) -> str:
+        section = next((name for at, name in reversed(headings) if at < m.start()), "(top)")
+        key = f"{lab}:{section.replace('-', '_')}"
+        if key not in alts:
+            missing.append(key)
+            return m[0]
+        return f'alt="{html_lib.escape(alts[key], quote=True)}"'
+
+    return _PLACEHOLDER.sub(describe, html), missing

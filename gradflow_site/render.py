@@ -1,7 +1,9 @@
 """Render computed results for a page: inline SVG figures, Markdown tables and quizzes.
 
 Every function returns a string for an executed block to print: `svg` with `html="1"`,
-`table` and `quiz` as Markdown (markdown-exec renders printed Markdown).
+`table` and `quiz` as Markdown (markdown-exec renders printed Markdown). `FIGURE_ALT` holds the
+descriptions of figures that an executed lab shows too, keyed "snippet:section": the chapter
+passes it to `svg` and gradflow_site/lab_html.py gives it to the lab's image, so both read alike.
 """
 
 from __future__ import annotations
@@ -11,7 +13,17 @@ import io
 import re
 from collections.abc import Sequence
 
-__all__ = ["svg", "table", "quiz"]
+__all__ = ["FIGURE_ALT", "svg", "table", "quiz"]
+
+FIGURE_ALT = {
+    "arena:figure": (
+        "Five panels of held-out loss against optimizer step on a log scale, one per condition: "
+        "reference, depth 48, learning rate 1.0, batch 1 and FP16, with one line per recipe. In "
+        "the reference, depth 48 and FP16 panels every line falls. At learning rate 1.0 four "
+        "lines end in a cross at the top where the weights became inf or NaN, and the clip and "
+        "full-stack lines survive. At batch 1 several lines climb out of the panel."
+    ),
+}
 
 
 def svg(fig, alt: str, caption: str | None = None) -> str:

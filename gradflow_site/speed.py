@@ -11,9 +11,11 @@ block's size, so each block costs a forced style and layout pass and undoes the
 `content-visibility` that lets the browser skip blocks off screen (on a long chapter, 60% of
 the main-thread time Lighthouse counts as blocking). mkdocs.yml therefore turns on Material's
 `content.lazy` (a block mounts when it scrolls into view) and turns off `content.code.copy`;
-`copy_buttons(html)` writes each block's copy button into the HTML instead, with Material's
+`code_blocks(html)` writes each block's copy button into the HTML instead, with Material's
 markup, so every button is there from the start (keyboard users reach it without scrolling
-first) and Material's own clipboard integration copies the code. Both are called from
+first) and Material's own clipboard integration copies the code; it also states each block's
+height, which the browser assumes while it skips the block. docs/assets/a11y.js makes blocks
+that scroll sideways focusable before they mount. Both functions are called from
 gradflow_site/hooks.py (on_post_page); measured with `make lighthouse`.
 """
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 import itertools
 import re
 
-__all__ = ["defer_scripts", "copy_buttons"]
+__all__ = ["defer_scripts", "code_blocks"]
 
 # an external classic script with no loading attribute yet: <script src="..."></script>
 _SCRIPT = re.compile(r'<script src="([^"]+)"></script>')
@@ -44,8 +46,10 @@ _CODE = re.compile(
 _LINE_EM, _FRAME_EM = 1.19, 3.31
 
 
-def copy_buttons(html: str) -> str:
-    """Return `html` with a copy button on every code block, as Material would mount it.
+def code_blocks(html: str) -> str:
+    """Return `html` with a copy button and a stated height on every code block.
+
+    The button is the one Material would mount, in Material's markup.
 
     Each block's `div` gets an id (`gf-code-N`) that its button's `data-clipboard-target`
     names; Material's clipboard integration handles every `[data-clipboard-target]` button,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gradflow_site.lab_html import purge_css, slim
+from gradflow_site.lab_html import describe_images, purge_css, slim
 
 CSS = """
 @charset "UTF-8";
@@ -51,3 +51,22 @@ def test_slim_replaces_inline_css_and_drops_mathjax_and_mermaid():
     assert "zzz" not in out and "mathjax" not in out.lower() and "<script" not in out
     assert '<span class="s2">"x\\ny"</span> </pre>' in out
     assert "line-height: 125%" not in out
+
+
+LAB = (
+    '<h2 id="setup">Setup</h2><p>x</p><h2 id="loss-curves">Loss curves</h2>'
+    '<div><img alt="No description has been provided for this image" src="data:image/png;,"></div>'
+)
+
+
+def test_describe_images_gives_an_image_its_section_description():
+    out, missing = describe_images(LAB, "demo", {"demo:loss_curves": 'Two "lines" & a cross'})
+    assert missing == []
+    assert '<img alt="Two &quot;lines&quot; &amp; a cross" src=' in out
+    assert "No description" not in out
+
+
+def test_describe_images_reports_an_undescribed_section():
+    out, missing = describe_images(LAB, "demo", {"demo:setup": "not this one"})
+    assert missing == ["demo:loss_curves"]
+    assert out == LAB

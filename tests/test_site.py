@@ -108,6 +108,16 @@ def test_material_mounts_code_blocks_lazily(site):
     assert '"content.lazy"' in bundle.read_text(encoding="utf-8")
 
 
+def test_lab_figures_have_a_description_not_a_placeholder(site):
+    from gradflow_site.lab_html import PLACEHOLDER_ALT
+
+    html = (site / "labs" / "run" / "arena" / "index.html").read_text(encoding="utf-8")
+    alts = re.findall(r'<img alt="([^"]+)"', html)
+    assert alts and all(len(alt) > 40 for alt in alts)
+    for page in _pages(site):
+        assert PLACEHOLDER_ALT not in page.read_text(encoding="utf-8"), page
+
+
 def test_executed_output_contains_no_traceback(site):
     for page in _pages(site):
         html = page.read_text(encoding="utf-8")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from gradflow_site.speed import copy_buttons, defer_scripts
+from gradflow_site.speed import code_blocks, defer_scripts
 
 BLOCK = '<div class="language-python highlight"><pre><span></span><code>x = 1\n</code></pre></div>'
 
@@ -17,8 +17,8 @@ def test_defer_scripts_defers_external_scripts_only():
     )
 
 
-def test_copy_buttons_give_each_block_a_button_that_targets_its_own_code():
-    out = copy_buttons(BLOCK + "<p>text</p>" + BLOCK.replace("python", "text"))
+def test_code_blocks_give_each_block_a_button_that_targets_its_own_code():
+    out = code_blocks(BLOCK + "<p>text</p>" + BLOCK.replace("python", "text"))
     ids = re.findall(r'<div class="language-\w+ highlight" id="([\w-]+)"', out)
     targets = re.findall(r'data-clipboard-target="#([\w-]+) code"', out)
     assert ids == targets == ["gf-code-0", "gf-code-1"]
@@ -27,16 +27,16 @@ def test_copy_buttons_give_each_block_a_button_that_targets_its_own_code():
     assert out.count('data-md-type="copy"') == 2 and out.count("<code>x = 1") == 2
 
 
-def test_copy_buttons_leave_other_html_alone():
+def test_code_blocks_leave_other_html_alone():
     html = '<pre><code>plain</code></pre><div class="highlight-ipynb"><pre>y</pre></div>'
-    assert copy_buttons(html) == html
+    assert code_blocks(html) == html
 
 
-def test_copy_buttons_size_each_block_by_its_lines_while_off_screen():
+def test_code_blocks_size_each_block_by_its_lines_while_off_screen():
     three = BLOCK.replace("x = 1\n", "a = 1\nb = 2\nc = 3\n")
     unterminated = BLOCK.replace("x = 1\n", "a = 1\nb = 2")
     heights = re.findall(
         r"contain-intrinsic-block-size: auto calc\((\d+) \* ",
-        copy_buttons(BLOCK + three + unterminated),
+        code_blocks(BLOCK + three + unterminated),
     )
     assert heights == ["1", "3", "2"]
