@@ -202,12 +202,28 @@ _page_started: dict[str, float] = {}
 page_seconds: dict[str, float] = {}
 
 
+def _front_matter_lines(page, markdown: str) -> int:
+    """Return how many lines of the source file precede `markdown` (its front matter)."""
+    try:
+        source = Path(page.file.abs_src_path).read_text(encoding="utf-8")
+    except (OSError, TypeError):
+        return 0
+    return source[: len(source) - len(markdown)].count("\n") if source.endswith(markdown) else 0
+
+
 def on_page_markdown(markdown, page, **kwargs):
     global _current_page
     import time
 
+    from gradflow_site import inline
+
     _current_page = page.file.src_uri
     _page_started[page.file.src_uri] = time.perf_counter()
+    if page.file.src_uri.endswith(".md"):
+        offset = _front_matter_lines(page, markdown)
+        markdown, problems = inline.transform(markdown, f"docs/{page.file.src_uri}", offset)
+        for problem in problems:
+            log.warning(problem)
     name = Path(page.file.src_uri).stem
     if page.file.src_uri.endswith(".md") and name in _labs:
         # a download button under the chapter's title
@@ -270,6 +286,14 @@ def on_page_content(html, page, files, **kwargs):
     if started is not None:
         page_seconds[page.file.src_uri] = time.perf_counter() - started
         log.debug(f"docs/{page.file.src_uri}: rendered in {page_seconds[page.file.src_uri]:.2f} s")
+    if page.file.src_uri.endswith(".md"):
+        from gradflow_site import inline
+
+        where = f"docs/{page.file.src_uri}"
+        html, problems = inline.substitute(html, page.markdown or "", where)
+        html, more = inline.attach_captions(html, where)
+        for problem in problems + more:
+            log.warning(problem)
     _check_widget_data(html, page)
     if page.file.src_uri.endswith(".ipynb"):
         html = lab_html.slim(html)  # drop the unused JupyterLab CSS mkdocs-jupyter inlines

@@ -13,7 +13,7 @@ import io
 import re
 from collections.abc import Sequence
 
-__all__ = ["FIGURE_ALT", "svg", "table", "quiz"]
+__all__ = ["FIGURE_ALT", "build_machine", "svg", "table", "quiz"]
 
 FIGURE_ALT = {
     # what the figure draws, not what the runs did (that is computed: the chapter appends it)
@@ -26,20 +26,26 @@ FIGURE_ALT = {
 }
 
 
-def svg(fig, alt: str, caption: str | None = None) -> str:
+def svg(fig, alt: str | None = None, caption: str | None = None) -> str:
     """Return `fig` as an inline, reproducible SVG figure with a text alternative, and close it.
 
     Args:
         fig: a matplotlib Figure.
-        alt: what the figure shows, in one or two sentences (read by screen readers).
+        alt: what the figure shows (read by screen readers). Leave it out in chapters: the
+            caption paragraph written after the block (`{: .gf-caption }`) names the figure
+            (gradflow_site/inline.py).
         caption: optional visible caption under the figure (Markdown is not rendered).
 
     Raises:
-        ValueError: `alt` is empty.
+        ValueError: `alt` is given but empty.
     """
     import matplotlib.pyplot as plt
 
-    if not alt or not alt.strip():
+    from gradflow_site.inline import ALT_PLACEHOLDER
+
+    if alt is None:
+        alt = ALT_PLACEHOLDER
+    if not alt.strip():
         raise ValueError("svg: `alt` must describe what the figure shows, got an empty string.")
     buf = io.StringIO()
     # Date=None and the rc file's svg.hashsalt make two builds byte-identical.
@@ -111,3 +117,24 @@ def quiz(
         title = f"{chr(65 + i)}. {text}".replace('"', "&quot;")
         out += [f'    ??? quiz "{title}"', "", f"        {verdict} {why}", ""]
     return "\n".join(out)
+
+
+def build_machine() -> str:
+    """Return what a timing on this page was measured on: CPU model, torch threads, torch.
+
+    Example: "Intel(R) Xeon(R) Processor @ 2.50GHz, 1 thread, torch 2.13.0".
+    """
+    import platform
+    from pathlib import Path
+
+    import torch
+
+    model = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    threads = torch.get_num_threads()
+    return f"{model}, {threads} thread{'s' if threads != 1 else ''}, torch {torch.__version__}"

@@ -40,7 +40,7 @@ def widget(
     name: str,
     data: dict,
     static: str,
-    title: str,
+    title: str | None = None,
     caption: str | None = None,
     needs: tuple[str, ...] = (),
 ) -> str:
@@ -51,7 +51,9 @@ def widget(
         data: JSON-serialisable values computed at build time; floats must be finite.
         static: HTML shown without JavaScript (an `svg(...)` figure or a table), hidden once
             the script has mounted the live widget.
-        title: the widget's accessible name and visible heading, e.g. "Clip a gradient".
+        title: the widget's accessible name and visible heading, e.g. "Clip a gradient". Leave
+            it out in chapters: the caption paragraph after the block gives it (its leading
+            bold text; gradflow_site/inline.py).
         caption: optional sentence under the widget (plain text).
         needs: shared scripts in docs/assets/widgets/ (names without .js) that the loader runs
             before `<name>.js`, for logic two widgets use (e.g. "precision").
@@ -76,7 +78,11 @@ def widget(
                 f"widget {name!r}: `needs` names {need!r}, which is not a script in "
                 f"docs/assets/widgets/; create {need}.js or fix the name."
             )
-    if not title or not title.strip():
+    if title is None:
+        from gradflow_site.inline import TITLE_PLACEHOLDER
+
+        title = TITLE_PLACEHOLDER
+    if not title.strip():
         raise ValueError("widget: `title` must name the widget, got an empty string.")
     if not static or not static.strip():
         raise ValueError(
