@@ -25,7 +25,15 @@ import random
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["enabled", "install", "start_build", "stats", "versions", "widget_stats"]
+__all__ = [
+    "enabled",
+    "install",
+    "shown_blocks",
+    "start_build",
+    "stats",
+    "versions",
+    "widget_stats",
+]
 
 _state: dict = {
     "root": None,
@@ -37,6 +45,8 @@ _state: dict = {
     "misses": 0,
     "widget_blocks": 0,
     "widget_seconds": 0.0,
+    "showing": False,  # the block being run has a `source` option: the reader sees it
+    "shown": [],  # (session, code, output) of every shown block, in build order
 }
 
 
@@ -85,6 +95,15 @@ def start_build(root: Path) -> None:
     _state["sessions"] = {}
     _state["hits"] = _state["misses"] = _state["widget_blocks"] = 0
     _state["widget_seconds"] = 0.0
+    _state["shown"] = []
+
+
+def shown_blocks() -> list[tuple[str | None, str, str]]:
+    """Return (session, code, printed output) of every block shown with its source so far.
+
+    tests/test_copy_run.py runs the shown code as a reader copies it and compares with these.
+    """
+    return list(_state["shown"])
 
 
 def stats() -> tuple[int, int]:
@@ -107,8 +126,22 @@ def install() -> None:
     from markdown_exec._internal.formatters import python as mx
 
     original = mx._run_python
+    original_format = mx.base_format
+
+    def base_format(**kwargs):
+        _state["showing"] = bool(kwargs.get("source"))
+        try:
+            return original_format(**kwargs)
+        finally:
+            _state["showing"] = False
 
     def run(code: str, returncode=None, session=None, id=None, **extra):  # noqa: A002
+        output = _run(code, returncode, session, id, **extra)
+        if _state["showing"]:
+            _state["shown"].append((session, code, output))
+        return output
+
+    def _run(code: str, returncode=None, session=None, id=None, **extra):  # noqa: A002
         if session is None:
             return _cached(lambda: original(code, returncode, session, id, **extra), [code])[1]
         entry = _state["sessions"].setdefault(session, {"codes": [], "live": 0})
@@ -134,6 +167,7 @@ def install() -> None:
         return output
 
     mx._run_python = run
+    mx.base_format = base_format
     _state["installed"] = True
 
 

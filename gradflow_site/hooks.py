@@ -199,6 +199,8 @@ def _mark_stale_pages(files, root: Path) -> None:
 
 
 _page_started: dict[str, float] = {}
+_shown_from: dict[str, int] = {}  # page -> index of its first shown block in exec_cache
+shown_by_page: dict[str, list] = {}  # page -> [(session, code, output)] of blocks shown
 page_seconds: dict[str, float] = {}
 
 
@@ -215,10 +217,11 @@ def on_page_markdown(markdown, page, **kwargs):
     global _current_page
     import time
 
-    from gradflow_site import inline
+    from gradflow_site import exec_cache, inline
 
     _current_page = page.file.src_uri
     _page_started[page.file.src_uri] = time.perf_counter()
+    _shown_from[page.file.src_uri] = len(exec_cache.shown_blocks())
     if page.file.src_uri.endswith(".md"):
         offset = _front_matter_lines(page, markdown)
         markdown, problems = inline.transform(markdown, f"docs/{page.file.src_uri}", offset)
@@ -287,8 +290,11 @@ def on_page_content(html, page, files, **kwargs):
         page_seconds[page.file.src_uri] = time.perf_counter() - started
         log.debug(f"docs/{page.file.src_uri}: rendered in {page_seconds[page.file.src_uri]:.2f} s")
     if page.file.src_uri.endswith(".md"):
-        from gradflow_site import inline
+        from gradflow_site import exec_cache, inline
 
+        first = _shown_from.pop(page.file.src_uri, None)
+        if first is not None:
+            shown_by_page[page.file.src_uri] = exec_cache.shown_blocks()[first:]
         where = f"docs/{page.file.src_uri}"
         html, problems = inline.substitute(html, page.markdown or "", where)
         html, more = inline.attach_captions(html, where)
@@ -399,6 +405,21 @@ def on_post_page(output, page, config, **kwargs):
 def on_post_build(config, **kwargs):
     from gradflow_site import exec_cache
 
+    shown_path = os.environ.get("GRADFLOW_SHOWN_BLOCKS")
+    if shown_path:
+        # for tests/test_copy_run.py: what every shown block printed in this build
+        import json
+
+        Path(shown_path).write_text(
+            json.dumps(
+                {
+                    page: [{"session": s, "code": c, "output": o} for s, c, o in blocks]
+                    for page, blocks in sorted(shown_by_page.items())
+                },
+                indent=1,
+            ),
+            encoding="utf-8",
+        )
     hits, misses = exec_cache.stats()
     log.info(f"executed blocks: {misses} run, {hits} from the cache (.cache/exec)")
     blocks, seconds = exec_cache.widget_stats()

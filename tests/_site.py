@@ -23,6 +23,8 @@ def mkdocs_build(
         MPLBACKEND="Agg",
         OMP_NUM_THREADS="1",
         GRADFLOW_EXEC_CACHE="1" if cache else "0",
+        # what every shown code block printed, for tests/test_copy_run.py
+        GRADFLOW_SHOWN_BLOCKS=f"{site_dir}.shown.json",
     )
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)]
     if config is not None:
