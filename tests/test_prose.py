@@ -1,0 +1,98 @@
+"""Chapters read as Markdown: prose in the .md files, little Python in them, no unnamed sources."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import pytest
+
+from tests._site import ROOT
+from tests.test_drift import EXECUTED, PYTHON, code_blocks
+
+PAGES = sorted((ROOT / "docs").glob("*.md"))
+BUDGET_SITE, BUDGET_BLOCK = 150, 6
+# the reader never saw where the guide came from: no page argues with an unnamed source
+UNNAMED = re.compile(
+    r"seed material|\(seed\)|\bseeds?\b(?= (?:say|says|shows?|table|document))|often quoted|"
+    r"widely shared|as one description has it|the claim to test|sources repeat|commonly quoted|"
+    r"a popular table|it is often said",
+    re.I,
+)
+
+
+def chapter_python(page) -> list[tuple[int, list[str]]]:
+    """Return (line, own lines) for each executed Python block: lines that are not includes."""
+    out = []
+    for line, info, body in code_blocks(page.read_text(encoding="utf-8")):
+        lang = info.split()[0].lstrip(".{").lower() if info else ""
+        if lang in PYTHON and EXECUTED.search(info):
+            out.append((line, [b for b in body if b.strip() and "--8<--" not in b]))
+    return out
+
+
+def sentences_printed(code: str) -> list[str]:
+    """Return string literals of four or more words passed to print() in `code`."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "print":
+            for arg in ast.walk(node):
+                if isinstance(arg, ast.JoinedStr):  # an f-string: its words around the values
+                    parts = [v.value for v in arg.values if isinstance(v, ast.Constant)]
+                    text = " ".join(str(p) for p in parts)
+                elif isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    text = arg.value
+                else:
+                    continue
+                if len(re.findall(r"[A-Za-z]{2,}", text)) >= 4:
+                    found.append(text)
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_page_names_no_unnamed_source(page):
+    hits = [
+        f"{page.name}:{n}: {m.group(0)!r}"
+        for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+        for m in UNNAMED.finditer(line)
+    ]
+    assert not hits, "state the fact and show the measurement instead:\n" + "\n".join(hits)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_page_blocks_hold_at_most_six_lines_of_own_python(page):
+    long = [(line, len(own)) for line, own in chapter_python(page) if len(own) > BUDGET_BLOCK]
+    assert not long, f"{page.name}: blocks over {BUDGET_BLOCK} lines (line, lines): {long}"
+
+
+def test_site_holds_at_most_150_lines_of_python_written_in_chapters():
+    total = {p.name: sum(len(own) for _, own in chapter_python(p)) for p in PAGES}
+    assert sum(total.values()) <= BUDGET_SITE, f"{sum(total.values())} lines: {total}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_page_prints_no_sentence_from_python(page):
+    found = [
+        f"{page.name}:{line}: {text[:60]!r}"
+        for line, own in chapter_python(page)
+        for text in sentences_printed("\n".join(own))
+    ]
+    assert not found, "write sentences in Markdown, numbers as `{python} ...`:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_page_writes_quizzes_in_markdown(page):
+    text = page.read_text(encoding="utf-8")
+    assert "quiz(" not in text, f"{page.name}: write the quiz as a `!!! quiz` admonition"
+
+
+def test_sentences_printed_finds_a_printed_sentence():
+    assert sentences_printed('print(f"The norm is {n:.2f} after clipping")') == [
+        "The norm is ",
+        " after clipping",
+    ] or sentences_printed('print("The norm is small after clipping")')
+    assert sentences_printed("print(table(rows))") == []
