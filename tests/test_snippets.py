@@ -15,10 +15,11 @@ SNIPPETS = sorted((ROOT / "snippets").glob("*.py"))
 MARKER = re.compile(r"^(\s*)# --8<-- \[(start|end):([A-Za-z0-9_\-]+)\]\s*$")
 
 
-@pytest.mark.parametrize("path", SNIPPETS, ids=lambda p: p.name)
-def test_snippet_runs_as_a_script(path):
+def run_snippet(path, cuda: bool) -> subprocess.CompletedProcess:
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONWARNINGS="error", OMP_NUM_THREADS="1")
-    result = subprocess.run(
+    if not cuda:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # every snippet picks CUDA when it sees one
+    return subprocess.run(
         [sys.executable, "-W", "error", str(path)],
         cwd=ROOT,
         env=env,
@@ -26,8 +27,29 @@ def test_snippet_runs_as_a_script(path):
         text=True,
         timeout=180,
     )
+
+
+@pytest.mark.parametrize("path", SNIPPETS, ids=lambda p: p.name)
+def test_snippet_runs_as_a_script(path):
+    result = run_snippet(path, cuda=False)
     assert result.returncode == 0, f"{path.name} failed:\n{result.stdout}\n{result.stderr}"
     assert result.stdout.strip(), f"{path.name} printed nothing: its sections print results"
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", SNIPPETS, ids=lambda p: p.name)
+def test_snippet_runs_on_cuda(path):
+    result = run_snippet(path, cuda=True)
+    assert result.returncode == 0, f"{path.name} failed on CUDA:\n{result.stdout}\n{result.stderr}"
+
+
+@pytest.mark.parametrize("path", SNIPPETS, ids=lambda p: p.name)
+def test_snippet_picks_its_device_once(path):
+    text = path.read_text(encoding="utf-8")
+    assert text.count('device = "cuda" if torch.cuda.is_available() else "cpu"') == 1, (
+        f"{path.name}: choose the device once, in the first section that imports torch, with "
+        '`device = "cuda" if torch.cuda.is_available() else "cpu"`, and use it everywhere'
+    )
 
 
 @pytest.mark.parametrize("path", SNIPPETS, ids=lambda p: p.name)
