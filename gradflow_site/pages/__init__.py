@@ -1,0 +1,1 @@
+"""Build-side builders for chapter tables, figures and widget payloads (one module per page)."""
