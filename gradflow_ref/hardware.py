@@ -1,0 +1,148 @@
+"""GPU datasheet figures: the one place the guide takes peak FLOP/s, memory and bandwidth from.
+
+Each figure is copied from NVIDIA's public datasheet named in `source`, never measured here.
+Tensor-core figures are dense; the datasheets' larger "with sparsity" figures are 2:4 structured
+sparsity, exactly twice the dense ones (`peak_flops(..., sparse=True)`). Chapters 4, 7 and 9
+use it for ridge points and training-time bounds (Williams et al., "Roofline", CACM 2009).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["GPU", "GPUS", "DTYPES", "peak_flops", "ridge_point", "gpu"]
+
+A100_DATASHEET = (
+    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+    "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
+)
+H100_DATASHEET = "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet"
+H200_PAGE = "https://www.nvidia.com/en-us/data-center/h200/"
+
+# the math each figure is for: tensor-core math except "fp32" and "fp64" (plain CUDA cores)
+DTYPES = ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8")
+_TENSOR = {"fp64_tensor", "tf32", "bf16", "fp16", "fp8"}  # the ones 2:4 sparsity doubles
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One GPU's datasheet figures (SI units: 1 TB/s = 1e12 bytes/s)."""
+
+    name: str  # as the datasheet names the part
+    memory_bytes: float  # HBM capacity
+    memory_bytes_per_s: float  # HBM bandwidth
+    nvlink_bytes_per_s: float  # NVLink, total per GPU (both directions)
+    pcie_bytes_per_s: float  # PCIe to the host, total (both directions)
+    tflops: dict[str, float] = field(default_factory=dict)  # dense peak TFLOP/s per DTYPES key
+    source: str = ""  # the datasheet every figure above is from
+
+
+GPUS: dict[str, GPU] = {
+    "A100 80GB SXM": GPU(
+        name="A100 80GB SXM",
+        memory_bytes=80e9,
+        memory_bytes_per_s=2039e9,
+        nvlink_bytes_per_s=600e9,
+        pcie_bytes_per_s=64e9,
+        tflops={
+            "fp64": 9.7,
+            "fp64_tensor": 19.5,
+            "fp32": 19.5,
+            "tf32": 156.0,
+            "bf16": 312.0,
+            "fp16": 312.0,
+        },
+        source=A100_DATASHEET,
+    ),
+    "H100 SXM": GPU(
+        name="H100 SXM",
+        memory_bytes=80e9,
+        memory_bytes_per_s=3.35e12,
+        nvlink_bytes_per_s=900e9,
+        pcie_bytes_per_s=128e9,
+        tflops={
+            "fp64": 34.0,
+            "fp64_tensor": 67.0,
+            "fp32": 67.0,
+            "tf32": 494.5,
+            "bf16": 989.5,
+            "fp16": 989.5,
+            "fp8": 1979.0,
+        },
+        source=H100_DATASHEET,
+    ),
+    "H200 SXM": GPU(
+        name="H200 SXM",
+        memory_bytes=141e9,
+        memory_bytes_per_s=4.8e12,
+        nvlink_bytes_per_s=900e9,
+        pcie_bytes_per_s=128e9,
+        tflops={
+            "fp64": 34.0,
+            "fp64_tensor": 67.0,
+            "fp32": 67.0,
+            "tf32": 494.5,
+            "bf16": 989.5,
+            "fp16": 989.5,
+            "fp8": 1979.0,
+        },
+        source=H200_PAGE,
+    ),
+}
+
+
+def gpu(name: str) -> GPU:
+    """Return the GPU called `name` (a key of GPUS).
+
+    Raises:
+        TypeError: `name` is not a string.
+        ValueError: `name` is not in GPUS.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"gpu: `name` must be a string, got {type(name).__name__}.")
+    if name not in GPUS:
+        raise ValueError(f"gpu: `name` must be one of {sorted(GPUS)}, got {name!r}.")
+    return GPUS[name]
+
+
+def peak_flops(name: str, dtype: str, sparse: bool = False) -> float:
+    """Return the datasheet peak in FLOP/s for `dtype` math on GPU `name`.
+
+    Args:
+        name: a key of GPUS.
+        dtype: one of DTYPES.
+        sparse: the 2:4 structured-sparsity figure (twice the dense one; tensor cores only).
+
+    Raises:
+        ValueError: unknown `dtype`, a dtype the GPU has no figure for (the A100 has no FP8),
+            or `sparse` for math without tensor cores.
+
+    Example:
+        >>> peak_flops("A100 80GB SXM", "bf16") / 1e12
+        312.0
+    """
+    card = gpu(name)
+    if dtype not in DTYPES:
+        raise ValueError(f"peak_flops: `dtype` must be one of {DTYPES}, got {dtype!r}.")
+    if dtype not in card.tflops:
+        raise ValueError(
+            f"peak_flops: the {name} datasheet lists no {dtype} figure; pick one of "
+            f"{sorted(card.tflops)}."
+        )
+    if sparse and dtype not in _TENSOR:
+        raise ValueError(
+            f"peak_flops: `sparse` applies to tensor-core math {sorted(_TENSOR)}, got {dtype!r}."
+        )
+    return card.tflops[dtype] * 1e12 * (2 if sparse else 1)
+
+
+def ridge_point(name: str, dtype: str) -> float:
+    """Return the FLOP per byte of HBM traffic above which `dtype` math is compute-bound.
+
+    The ridge point of the roofline: dense peak FLOP/s divided by HBM bytes/s.
+
+    Example:
+        >>> round(ridge_point("A100 80GB SXM", "bf16"))
+        153
+    """
+    return peak_flops(name, dtype) / gpu(name).memory_bytes_per_s

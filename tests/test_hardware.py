@@ -1,0 +1,54 @@
+"""The datasheet module: figures as the datasheets print them, ridge points, clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradflow_ref import hardware
+from gradflow_ref.hardware import GPUS, peak_flops, ridge_point
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype", "sparse_tflops"),
+    [
+        # the "with sparsity" figures as the datasheets print them
+        ("A100 80GB SXM", "bf16", 624),
+        ("A100 80GB SXM", "tf32", 312),
+        ("H100 SXM", "bf16", 1979),
+        ("H100 SXM", "tf32", 989),
+        ("H100 SXM", "fp8", 3958),
+        ("H200 SXM", "fp8", 3958),
+    ],
+)
+def test_peak_flops_sparse_matches_the_datasheet(name, dtype, sparse_tflops):
+    assert peak_flops(name, dtype, sparse=True) / 1e12 == pytest.approx(sparse_tflops, abs=0.5)
+
+
+def test_peak_flops_sparse_is_twice_dense():
+    for name, card in GPUS.items():
+        for dtype in set(card.tflops) & hardware._TENSOR:
+            assert peak_flops(name, dtype, sparse=True) == 2 * peak_flops(name, dtype)
+
+
+def test_ridge_point_is_peak_over_bandwidth():
+    assert ridge_point("A100 80GB SXM", "bf16") == pytest.approx(312e12 / 2039e9)
+    assert ridge_point("H100 SXM", "bf16") == pytest.approx(989.5e12 / 3.35e12)
+
+
+def test_every_gpu_names_its_source():
+    assert all(card.source.startswith("https://") for card in GPUS.values())
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "message"),
+    [
+        (("B200", "bf16"), {}, ValueError, "`name` must be one of"),
+        ((None, "bf16"), {}, TypeError, "`name` must be a string"),
+        (("H100 SXM", "int4"), {}, ValueError, "`dtype` must be one of"),
+        (("A100 80GB SXM", "fp8"), {}, ValueError, "lists no fp8 figure"),
+        (("H100 SXM", "fp32"), {"sparse": True}, ValueError, "`sparse` applies to"),
+    ],
+)
+def test_peak_flops_rejects_bad_input(args, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        peak_flops(*args, **kwargs)
