@@ -27,6 +27,7 @@ from pathlib import Path
 
 __all__ = [
     "enabled",
+    "failed_sessions",
     "install",
     "shown_blocks",
     "start_build",
@@ -47,6 +48,7 @@ _state: dict = {
     "widget_seconds": 0.0,
     "showing": False,  # the block being run has a `source` option: the reader sees it
     "shown": [],  # (session, code, output) of every shown block, in build order
+    "failed": set(),  # sessions with a block that raised in this build
 }
 
 
@@ -96,6 +98,7 @@ def start_build(root: Path) -> None:
     _state["hits"] = _state["misses"] = _state["widget_blocks"] = 0
     _state["widget_seconds"] = 0.0
     _state["shown"] = []
+    _state["failed"] = set()
 
 
 def shown_blocks() -> list[tuple[str | None, str, str]]:
@@ -104,6 +107,11 @@ def shown_blocks() -> list[tuple[str | None, str, str]]:
     tests/test_copy_run.py runs the shown code as a reader copies it and compares with these.
     """
     return list(_state["shown"])
+
+
+def failed_sessions() -> set[str]:
+    """Return the sessions in which a block raised during this build."""
+    return set(_state["failed"])
 
 
 def stats() -> tuple[int, int]:
@@ -136,7 +144,16 @@ def install() -> None:
             _state["showing"] = False
 
     def run(code: str, returncode=None, session=None, id=None, **extra):  # noqa: A002
-        output = _run(code, returncode, session, id, **extra)
+        from gradflow_site import errors
+
+        if session is not None and session in _state["failed"]:
+            return ""  # an earlier block of this session raised: its NameErrors would follow
+        try:
+            output = _run(code, returncode, session, id, **extra)
+        except mx.ExecutionError as err:
+            if session is not None:
+                _state["failed"].add(session)
+            raise mx.ExecutionError(errors.explain(code, err.__cause__, str(err))) from err
         if _state["showing"]:
             _state["shown"].append((session, code, output))
         return output

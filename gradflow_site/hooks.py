@@ -50,7 +50,13 @@ class _PageNameFilter(logging.Filter):
     """Prefix markdown-exec's execution errors with the page they come from."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        from gradflow_site.errors import MARKER
+
         msg = str(record.msg)
+        if MARKER in msg:
+            # gradflow_site/errors.py already said where and what, in one message
+            record.msg = msg[msg.index(MARKER) + len(MARKER) :].split("\n```")[0].strip()
+            return True
         if _current_page and "Execution of" in msg[:60] and "docs/" not in msg[:80]:
             record.msg = f"docs/{_current_page}: {msg}"
         if msg.startswith("A 'dirty' build is being performed"):
@@ -223,7 +229,13 @@ def on_page_markdown(markdown, page, **kwargs):
     _page_started[page.file.src_uri] = time.perf_counter()
     _shown_from[page.file.src_uri] = len(exec_cache.shown_blocks())
     if page.file.src_uri.endswith(".md"):
+        from gradflow_site import errors
+
         offset = _front_matter_lines(page, markdown)
+        markdown, problems = errors.check_includes(markdown, f"docs/{page.file.src_uri}", offset)
+        for problem in problems:
+            log.warning(problem)
+        errors.register_page(markdown, f"docs/{page.file.src_uri}", offset)
         markdown, problems = inline.transform(markdown, f"docs/{page.file.src_uri}", offset)
         for problem in problems:
             log.warning(problem)
@@ -297,6 +309,9 @@ def on_page_content(html, page, files, **kwargs):
             shown_by_page[page.file.src_uri] = exec_cache.shown_blocks()[first:]
         where = f"docs/{page.file.src_uri}"
         html, problems = inline.substitute(html, page.markdown or "", where)
+        if exec_cache.failed_sessions():
+            # a block raised: its own message is enough, not one per value it left unset
+            problems = [p for p in problems if "was never evaluated" not in p]
         html, more = inline.attach_captions(html, where)
         for problem in problems + more:
             log.warning(problem)

@@ -1,0 +1,147 @@
+"""Build errors that speak to a contributor: the Markdown file and line, and the snippet line.
+
+markdown-exec reports a failing block with the whole block and a traceback through the build
+tool, and every later block of the same page then fails with a NameError of its own. Instead,
+hooks.py registers each page's executed blocks here (`register_page`), exec_cache.py asks
+`explain` for one short message when a block raises, and later blocks of that session are not
+run: one error, where it is, once.
+"""
+
+from __future__ import annotations
+
+import re
+import traceback
+from pathlib import Path
+
+__all__ = ["MARKER", "check_includes", "explain", "register_page"]
+
+ROOT = Path(__file__).resolve().parents[1]
+MARKER = "@@gf-error@@"  # hooks.py's log filter shows only what follows it
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`\n]*)$")
+_EXEC = re.compile(r"""\bexec\s*=\s*["']?(?:1|true|yes|on)\b""", re.I)
+_INCLUDE = re.compile(r'^\s*--8<--\s+"(?P<file>[^":]+)(?::(?P<section>[\w\-]+))?"\s*$')
+
+# code of each executed block -> where each of its lines comes from ("file", line)
+_origins: dict[str, list[tuple[str, int]]] = {}
+
+
+def _section(path: str, name: str | None) -> list[tuple[str, int]]:
+    """Return (text, line in file) of a snippet file or one of its sections."""
+    try:
+        lines = (ROOT / path).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    if name is None:
+        return [(t, n) for n, t in enumerate(lines, 1) if not t.lstrip().startswith("# --8<--")]
+    out, inside = [], False
+    for n, text in enumerate(lines, 1):
+        if re.match(rf"^\s*# --8<-- \[start:{re.escape(name)}\]", text):
+            inside = True
+        elif re.match(rf"^\s*# --8<-- \[end:{re.escape(name)}\]", text):
+            break
+        elif inside:
+            out.append((text, n))
+    return out
+
+
+def register_page(markdown: str, path: str, offset: int = 0) -> None:
+    """Record where every line of every executed block of a page comes from.
+
+    Args:
+        markdown: the page's Markdown body, before the build changes it.
+        path: the page as "docs/<file>.md".
+        offset: lines of front matter above the body.
+    """
+    lines = markdown.split("\n")
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        char, size, start = m.group("fence")[0], len(m.group("fence")), i
+        close = re.compile(rf"^[ \t]*{re.escape(char)}{{{size},}}[ \t]*$")
+        i += 1
+        code, origins = [], []
+        while i < len(lines) and not close.match(lines[i]):
+            text = lines[i][len(m.group("indent")) :]
+            inc = _INCLUDE.match(text)
+            if inc:
+                for s_text, s_line in _section(inc.group("file"), inc.group("section")):
+                    code.append(s_text)
+                    origins.append((inc.group("file"), s_line))
+            else:
+                code.append(text)
+                origins.append((path, i + 1 + offset))
+            i += 1
+        if _EXEC.search(m.group("info")):
+            # pymdownx.snippets dedents a section; match on the stripped lines
+            _origins[_key("\n".join(code))] = [(path, start + 1 + offset)] + origins
+        i += 1
+
+
+def _key(code: str) -> str:
+    return "\n".join(line.strip() for line in code.strip("\n").split("\n"))
+
+
+def explain(code: str, error: BaseException | None, fallback: str) -> str:
+    """Return one message for a block that raised: where, what, and the failing line.
+
+    Args:
+        code: the block's code as it ran (includes expanded).
+        error: the exception the code raised (markdown-exec's ExecutionError's cause).
+        fallback: markdown-exec's own report, used when the block is unknown.
+    """
+    origins = _origins.get(_key(code))
+    if origins is None or error is None:
+        return fallback
+    (page, fence_line), lines = origins[0], origins[1:]
+    lineno = None
+    if isinstance(error, SyntaxError) and str(error.filename).startswith("<code block"):
+        lineno = error.lineno
+    else:
+        for frame in traceback.extract_tb(error.__traceback__):
+            if frame.filename.startswith("<code block"):
+                lineno = frame.lineno
+    where = f"{page}:{fence_line}"
+    detail = ""
+    if lineno and 0 < lineno <= len(lines):
+        file, line = lines[lineno - 1]
+        text = code.strip("\n").split("\n")[lineno - 1].strip()
+        where = f"{page}:{line}" if file == page else f"{page}:{fence_line} ({file}:{line})"
+        detail = f"\n    {text}"
+    what = f"{type(error).__name__}: {error}"
+    return (
+        f"{MARKER}{where}: the executed block raised {what}{detail}\n"
+        "(later blocks of this page's session were not run)"
+    )
+
+
+def check_includes(markdown: str, path: str, offset: int = 0) -> tuple[str, list[str]]:
+    """Return `markdown` with broken `--8<--` includes neutralised, and one problem for each.
+
+    pymdownx.snippets would stop the build on a missing file or section with a 30-frame
+    traceback that names neither the page nor the line; this names both and lists what exists.
+    """
+    lines = markdown.split("\n")
+    problems = []
+    for n, text in enumerate(lines):
+        m = _INCLUDE.match(text)
+        if not m:
+            continue
+        file, name = m.group("file"), m.group("section")
+        where = f"{path}:{n + 1 + offset}"
+        if not (ROOT / file).is_file():
+            problems.append(f"{where}: includes {file}, which does not exist.")
+        elif name is not None and not _section(file, name):
+            found = re.findall(
+                r"^\s*# --8<-- \[start:([\w\-]+)\]", (ROOT / file).read_text(encoding="utf-8"), re.M
+            )
+            problems.append(
+                f"{where}: includes section '{name}' of {file}, which has no such section "
+                f"(it has: {', '.join(found) or 'none'})."
+            )
+        else:
+            continue
+        lines[n] = text[: len(text) - len(text.lstrip())] + f"# missing include: {file}"
+    return "\n".join(lines), problems

@@ -1,0 +1,91 @@
+"""Build errors name the Markdown file and line (and the snippet line), once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gradflow_site import errors
+from tests._site import ROOT
+
+
+def raised(code: str) -> BaseException:
+    try:
+        exec(compile(code, "<code block: session t; n1>", "exec"), {})  # noqa: S102
+    except Exception as err:  # noqa: BLE001
+        return err
+    raise AssertionError("the code did not raise")
+
+
+def test_explain_names_the_markdown_line():
+    md = '# T\n\n```python exec="1" session="t"\nx = 1\ny = nope + x\n```\n'
+    errors.register_page(md, "docs/t.md", offset=2)
+    code = "x = 1\ny = nope + x"
+    message = errors.explain(code, raised(code), "fallback")
+    assert message.startswith(errors.MARKER + "docs/t.md:7: the executed block raised NameError")
+    assert "y = nope + x" in message
+
+
+def test_explain_names_the_snippet_line(tmp_path):
+    snippet = tmp_path / "s.py"
+    snippet.write_text("# --8<-- [start:a]\nok = 1\nbad = ok / 0\n# --8<-- [end:a]\n")
+    md = f'```python exec="1" source="above" session="t"\n--8<-- "{snippet}:a"\n```\n'
+    errors.register_page(md, "docs/t.md")
+    code = "ok = 1\nbad = ok / 0"
+    message = errors.explain(code, raised(code), "fallback")
+    assert f"docs/t.md:1 ({snippet}:3): the executed block raised ZeroDivisionError" in message
+
+
+def test_explain_falls_back_for_an_unknown_block():
+    assert errors.explain("never registered = 1", None, "markdown-exec's") == "markdown-exec's"
+
+
+def test_check_includes_names_a_missing_section():
+    md = 'x\n```python\n--8<-- "snippets/telephone.py:nope"\n```\n'
+    new, problems = errors.check_includes(md, "docs/t.md", offset=1)
+    assert problems == [
+        "docs/t.md:4: includes section 'nope' of snippets/telephone.py, which has no such "
+        "section (it has: " + problems[0].split("(it has: ")[1]
+    ]
+    assert "hand_calc" in problems[0]
+    assert "--8<--" not in new
+
+
+def test_check_includes_names_a_missing_file():
+    _, problems = errors.check_includes('--8<-- "snippets/none.py:a"\n', "docs/t.md")
+    assert problems == ["docs/t.md:1: includes snippets/none.py, which does not exist."]
+
+
+@pytest.mark.build
+def test_strict_build_reports_a_raising_block_once(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "index.md").write_text(
+        '# T\n\n```python exec="1" session="t"\nx = 1\ny = nope\n```\n\n'
+        '```python exec="1" session="t"\nprint(y)\n```\n\nValue `{python} y`.\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "mkdocs.yml").write_text(
+        "site_name: t\nstrict: true\nplugins: [markdown-exec]\n"
+        f"hooks: [{ROOT / 'gradflow_site' / 'hooks.py'}]\n"
+        "markdown_extensions: [admonition, attr_list, pymdownx.details, pymdownx.superfences]\n",
+        encoding="utf-8",
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT), GRADFLOW_EXEC_CACHE="0", NO_MKDOCS_2_WARNING="1")
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("WARNING")]
+    assert result.returncode == 1
+    assert warnings == [
+        "WARNING -  docs/index.md:5: the executed block raised NameError: name 'nope' is not "
+        "defined"
+    ]
+    assert "Traceback" not in result.stderr
