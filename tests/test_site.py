@@ -73,7 +73,8 @@ def test_search_splits_code_identifiers(site):
     index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
     separator = re.compile(index["config"]["separator"])
     assert [t for t in separator.split("torch.sigmoid") if t] == ["torch", "sigmoid"]
-    assert [t for t in separator.split("GradScaler") if t] == ["Grad", "Scaler"]
+    assert [t for t in separator.split("GradScaler") if t] == ["GradScaler"]
+    assert [t for t in separator.split("clip_grad_norm_") if t] == ["clip_grad_norm_"]
     text = " ".join(doc["text"] for doc in index["docs"])
     assert "chain_gradients" in text
 
