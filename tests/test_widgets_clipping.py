@@ -157,9 +157,21 @@ def test_clipping_widget_number_inputs_and_threshold_slider(widget):
     assert "Value clipping gives (-0.50, 0.50): length 0.71, turned 31.0°" in text
 
 
+def test_clipping_widget_number_box_shows_the_value_it_uses(widget):
+    box = widget.get_by_label("Component 1")
+    box.fill("99")
+    box.press("Tab")  # committing the entry
+    assert shown(widget)["gradient"][0] == 3.0  # the plot spans -3..3
+    assert box.input_value() == "3"
+    assert "99 is outside the plot: using 3" in widget.locator(".gf-status").text_content()
+
+
 def test_clipping_widget_follows_a_drag(widget, page):
     handle = widget.get_by_role("slider", name="Gradient tip")
     handle.scroll_into_view_if_needed()  # mouse input reaches only what is on screen
+    # content-visibility: auto keeps placeholder geometry until the browser lays the section
+    # out; two animation frames later the boxes are the real ones
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
     box = handle.bounding_box()
     plot = widget.locator("svg.gf-clip__plot").bounding_box()
     px_per_unit = plot["width"] / 300 * 280 / 6

@@ -101,7 +101,7 @@ GF.register("clipping", (live, data) => {
     const normText = coef === 1
       ? `Norm clipping leaves it unchanged (length ${n.toFixed(2)} ≤ ${c.toFixed(2)})`
       : `Norm clipping scales it by ${coef.toFixed(3)} to ${pair(byNorm)}: length ${L.norm(byNorm).toFixed(2)}, ${deg(aNorm)}`;
-    status.textContent =
+    status.textContent = (state.note || "") +
       `Gradient ${pair(g)}, length ${n.toFixed(2)}, threshold c = ${c.toFixed(2)}. ${normText}. ` +
       `Value clipping gives ${pair(byValue)}: length ${L.norm(byValue).toFixed(2)}, ${deg(aValue)}.`;
     svg.setAttribute("aria-label", `Circle of radius ${c.toFixed(2)} and square of half-width ${c.toFixed(2)}; ` +
@@ -118,11 +118,17 @@ GF.register("clipping", (live, data) => {
     attrs: { min: -R, max: R, step: 0.1, inputmode: "decimal" },
     onInput: (v) => {
       const x = Number.parseFloat(v);
-      if (Number.isFinite(x)) { state.g[i] = clampR(x); draw(); }
+      if (!Number.isFinite(x)) return;
+      state.g[i] = clampR(x);
+      // say so when the value typed is not the value used (the plot ends at ±R)
+      state.note = x === state.g[i] ? "" : `Component ${i + 1} = ${v} is outside the plot: using ${state.g[i]}. `;
+      draw();
     },
   }));
   const showInputs = () => inputs.forEach((inp, i) => inp.set(+state.g[i].toFixed(3)));
-  const moveTo = (g) => { state.g = g.map(clampR); showInputs(); draw(); };
+  // once an entry is committed, the box shows the value the plot uses
+  inputs.forEach((inp) => inp.input.addEventListener("change", showInputs));
+  const moveTo = (g) => { state.g = g.map(clampR); state.note = ""; showInputs(); draw(); };
 
   // pointer: a press anywhere in the plot moves the tip there; dragging keeps moving it
   const toData = (ev) => {
