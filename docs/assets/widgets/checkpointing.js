@@ -175,7 +175,8 @@ GF.register("checkpointing", (live, data) => {
     onInput: (v) => { player.stop(); state.s = v; configure(); },
   });
   const stepSlider = GF.slider({ label: "Step", min: 0, max: 1, step: 1, value: 0, format: String, onInput: (v) => { player.stop(); go(v); } });
-  const player = GF.player(() => { if (state.t >= state.frames.length - 1) return false; go(state.t + 1); }, 400);
+  const player = GF.player(() => { if (state.t >= state.frames.length - 1) return false; go(state.t + 1); }, 400,
+    undefined, { atEnd: () => state.t >= state.frames.length - 1, rewind: () => go(0) });
   const prev = GF.button("Previous step", () => { player.stop(); go(state.t - 1); });
   const next = GF.button("Next step", () => { player.stop(); go(state.t + 1); });
   live.append(

@@ -248,11 +248,16 @@
     GF.h("ul", { class: "gf-legend" }, items.map(([t, col, dash]) =>
       GF.h("li", {}, GF.h("span", { class: `gf-swatch${dash ? " gf-swatch--dash" : ""}`, style: `--gf-swatch:${col}` }), t)));
 
-  /** Play/pause a step function at `ms` intervals; returns {el (button), playing, stop()}. */
-  GF.player = (step, ms = 250, labels = ["Play", "Pause"]) => {
+  /**
+   * Play/pause a step function at `ms` intervals; returns {el (button), playing, stop()}.
+   * `step` returns false at the last frame. opts.atEnd() and opts.rewind(): Play pressed at the
+   * last frame starts over from the first instead of doing nothing.
+   */
+  GF.player = (step, ms = 250, labels = ["Play", "Pause"], opts = {}) => {
     let timer = null;
     const btn = GF.button(labels[0], () => (timer ? stop() : start()), { "aria-pressed": "false" });
     const start = () => {
+      if (opts.atEnd?.()) opts.rewind?.();
       timer = setInterval(() => { if (step() === false) stop(); }, ms);
       btn.textContent = labels[1];
       btn.setAttribute("aria-pressed", "true");

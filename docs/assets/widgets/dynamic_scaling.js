@@ -85,7 +85,8 @@ GF.register("dynamic_scaling", (live, data) => {
       `At step ${t} the scale was ${pow(scale[t])}; ${skipped} steps skipped so far.`);
   };
   const slider = GF.slider({ label: "Step", min: 0, max: n - 1, step: 1, value: 0, format: (v) => String(v), onInput: (v) => { player.stop(); show(v); } });
-  const player = GF.player(() => { if (t >= n - 1) return false; show(t + 1); }, 150);
+  const player = GF.player(() => { if (t >= n - 1) return false; show(t + 1); }, 150, undefined,
+    { atEnd: () => t >= n - 1, rewind: () => show(0) });
   const prev = GF.button("Previous step", () => { player.stop(); show(t - 1); });
   const next = GF.button("Next step", () => { player.stop(); show(t + 1); });
   GF.style("dynamic_scaling", `.gf-dyn__details { overflow-x: auto; }
