@@ -110,6 +110,8 @@ GF.register("checkpointing", (live, data) => {
     const cols = live.clientWidth && live.clientWidth < 480 && N > 8 ? Math.ceil((N + 1) / 2) : N + 1;
     const w = 34, gap = 4, rowH = 62, W = cols * (w + gap) + 8, H = rowH * Math.ceil((N + 1) / cols);
     cellsSvg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+    // a few layers: cells at about their drawn size, not stretched across the page
+    cellsSvg.style.maxWidth = `${Math.round(W * 1.4)}px`;
     cellsSvg.replaceChildren();
     const current = f.event ? Number(f.event.slice(1)) : 0;
     f.cells.forEach((c, i) => {
