@@ -1,6 +1,6 @@
 // Chapter 4: what FP32, FP16, BF16 and FP8 (E4M3, E5M2) store for a value. A log-spaced slider
 // (or a typed number) sets the value; a band chart shows where it sits in each format's range
-// (subnormal band lighter), one number line per format shows the representable values around it
+// (subnormal band faint), one number line per format shows the representable values around it
 // and the one it rounds to, and a table gives the stored value, relative error and spacing.
 // The rounding runs here, on GF.logic.precision (round, classify, bits, neighbours, ...), and the
 // browser tests hold it against torch's casts and gradflow_ref.precision with exact equality.
@@ -56,7 +56,7 @@
     const overview = GF.chart({
       title: "Ranges of the formats",
       height: 200,
-      x: { min: 1e-46, max: 1e39, log: true, label: "magnitude (log scale); lighter: subnormal",
+      x: { min: 1e-46, max: 1e39, log: true, label: "magnitude (log scale); faint band: subnormal",
         ticks: [1e-45, 1e-38, 1e-24, 1e-8, 1, 1e5, 1e38], format: (v) => (v === 1 ? "1" : `1e${Math.round(Math.log10(v))}`) },
       y: { min: 0, max: formats.length, ticks: [] },
       margin: { l: 70 },
@@ -162,7 +162,16 @@
       for (const r of rowsData) (groups[r.cls] ??= []).push(r.f.label);
       const say = { normal: "is a normal number in", subnormal: "is subnormal (fewer significant bits) in",
         underflow: "rounds to 0 in", overflow: "overflows in", zero: "is exactly 0 in", inf: "is infinite in", nan: "is NaN in" };
-      status.textContent = `x = ${GF.fmt(x, 4)} ` + Object.entries(groups).map(([k, v]) => `${say[k]} ${v.join(", ")}`).join("; ") + ".";
+      // what was typed (or picked), exactly, then what each format stores and how it rounded
+      const exact = Number.isFinite(x) ? String(Number(x.toPrecision(15))) : GF.fmt(x);
+      const stored = rowsData.map((r) => {
+        if (r.cls === "overflow" || r.cls === "inf" || r.cls === "nan") return `${r.f.label} stores ${GF.fmt(r.v, 8)}`;
+        const how = r.err === 0 || Number.isNaN(r.err) ? "exactly"
+          : `rounded ${Math.abs(r.v) > Math.abs(x) ? "up" : "down"} by ${GF.fmt(Math.abs(r.v - x), 4)}`;
+        return `${r.f.label} stores ${GF.fmt(r.v, 8)} ${how}`;
+      });
+      status.textContent = `x = ${exact}: ` + Object.entries(groups).map(([k, v]) => `${say[k]} ${v.join(", ")}`).join("; ") +
+        `. ${stored.join("; ")}.`;
       const summary = rowsData.map((r) => `${r.f.label} stores ${GF.fmt(r.v, 6)} (${r.word})`).join("; ");
       rows.setAttribute("aria-label", `Representable values around ${GF.fmt(x, 4)}: ${summary}.`);
       overview.svg.setAttribute("aria-label", `Ranges of the formats on a log scale, with |x| = ${GF.fmt(a, 3)} marked.`);
