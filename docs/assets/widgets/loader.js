@@ -13,7 +13,13 @@
       document.head.appendChild(s);
     }));
 
-  const mount = async (el) => {
+  const mounting = new WeakMap();
+  const mount = (el) => {
+    if (!mounting.has(el)) mounting.set(el, mountOnce(el));
+    return mounting.get(el);
+  };
+  const FOCUSABLE = "input, select, textarea, button, a[href], [tabindex]:not([tabindex='-1'])";
+  const mountOnce = async (el) => {
     const name = el.dataset.gfWidget;
     el.dataset.gfState = "loading";
     try {
@@ -30,6 +36,13 @@
       fn(live, JSON.parse(el.dataset.gfData), el);
       if (stat) stat.hidden = true;
       el.dataset.gfState = "ready";
+      // the keyboard stand-in goes; if it had the focus, the widget's first control takes it
+      const start = el.querySelector(":scope > .gf-widget__start");
+      if (start) {
+        const focused = document.activeElement === start;
+        start.remove();
+        if (focused) live.querySelector(FOCUSABLE)?.focus();
+      }
     } catch (err) {
       el.dataset.gfState = "error";
       console.error(`widget ${name}:`, err);
@@ -51,9 +64,24 @@
           { rootMargin: "100px 0px" },
         )
       : null;
+  // A widget that has not mounted yet has no controls for Tab to reach. A button, visible only
+  // while focused, stands in for them in page order: focusing it mounts the widget and moves
+  // the focus to the widget's first control, so a keyboard reader never skips a widget.
+  const standIn = (el) => {
+    const start = document.createElement("button");
+    start.type = "button";
+    start.className = "gf-widget__start";
+    start.textContent = `Open the interactive figure: ${el.getAttribute("aria-label") || "widget"}`;
+    start.addEventListener("focus", () => {
+      observer?.unobserve(el);
+      mount(el);
+    });
+    el.insertBefore(start, el.querySelector(":scope > .gf-widget__static"));
+  };
   const run = () => {
     for (const el of document.querySelectorAll("[data-gf-widget]:not([data-gf-state])")) {
       el.dataset.gfState = "waiting";
+      standIn(el);
       if (observer) observer.observe(el);
       else mount(el);
     }

@@ -1,0 +1,53 @@
+"""A keyboard reader reaches every widget's controls by Tab alone, in page order.
+
+Widgets mount when scrolled near; until then a focusable stand-in holds their place in the Tab
+order (docs/assets/widgets/loader.js). These tests open each page without mounting anything and
+press Tab from the top, on a desktop and a phone viewport.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests._browser import open_page, widget_pages
+
+pytestmark = [pytest.mark.build, pytest.mark.browser]
+
+WHERE = """() => {
+  const a = document.activeElement;
+  const w = a && a.closest('[data-gf-widget]');
+  return w && w.dataset.gfState === 'ready' && w.querySelector('.gf-widget__live').contains(a)
+    ? w.dataset.gfWidget + ':' + [...document.querySelectorAll('[data-gf-widget]')].indexOf(w)
+    : (a && a.tagName === 'BODY' ? 'body' : '');
+}"""
+
+
+def tab_through(page, limit: int = 900) -> list[str]:
+    """Press Tab until focus wraps to the start; return each widget reached, in order."""
+    reached: list[str] = []
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        # on a widget's stand-in, give the widget the moment it takes to mount (a person's
+        # next keypress is further away than that); the focus then moves into it
+        page.wait_for_function(
+            "() => !document.activeElement?.classList.contains('gf-widget__start')", timeout=5000
+        )
+        where = page.evaluate(WHERE)
+        if where and where != "body" and where not in reached:
+            reached.append(where)
+        if where == "body" and reached:
+            break
+    return reached
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_tab_reaches_every_widget_in_page_order(browser, server, site, width):
+    missed = {}
+    for path, names in widget_pages(site).items():
+        with open_page(browser, server, path, width=width, mount=False) as (page, record):
+            reached = tab_through(page)
+            expected = [f"{name}:{i}" for i, name in enumerate(names)]
+            if reached != expected:
+                missed[path] = {"expected": expected, "reached": reached}
+            assert not record["errors"], record["errors"]
+    assert not missed, f"widgets Tab does not reach in order at {width} px: {missed}"
