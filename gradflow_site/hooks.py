@@ -89,9 +89,9 @@ def on_config(config, **kwargs):
     root = Path(config.config_file_path).parent
     commit = _commit(root)
     _stamp = (
-        '<p class="gf-stamp">Every snippet, number and figure on this page was computed when '
-        f"the site was built: torch {torch.__version__}, Python {platform.python_version()}, "
-        f"commit <code>{commit}</code>.</p>"
+        '<p class="gf-stamp">{what}: torch '
+        f"{torch.__version__}, Python {platform.python_version()}, commit <code>{commit}</code>."
+        "</p>"
     )
     config.extra["verified"] = {
         "torch": torch.__version__,
@@ -326,7 +326,18 @@ def on_page_content(html, page, files, **kwargs):
                 "gradflow_site/render.py."
             )
     html = mathml.typeset(html, f"docs/{page.file.src_uri}")  # TeX to MathML: no math JS
-    return _rewrite_md_links(html, page, files) + _stamp
+    return _rewrite_md_links(html, page, files) + _stamp.replace("{what}", _stamp_text(html))
+
+
+def _stamp_text(html: str) -> str:
+    """Say what on the page was computed at build, honestly for pages that show committed runs."""
+    if "results/" in html:
+        # the page names the committed file each such figure comes from
+        return (
+            "Every snippet on this page ran when the site was built; figures labelled as read "
+            "from <code>results/</code> come from the committed run they name"
+        )
+    return "Every snippet, number and figure on this page was computed when the site was built"
 
 
 _WIDGET_DATA = re.compile(r'data-gf-data="([^"]*)"')
