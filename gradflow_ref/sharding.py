@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import warnings
 from dataclasses import dataclass, replace
 
 import torch
@@ -130,11 +131,12 @@ def _fsdp2_worker(rank, n_ranks, port, cfg, results):
 
         params = list(model.parameters())
         states = [opt.state[p][k] for p in params for k in ("exp_avg", "exp_avg_sq")]
-        results[rank] = FSDPRun(
+        run = FSDPRun(
             sum(nbytes(p) for p in params),
             sum(nbytes(p.grad) for p in params),
             sum(nbytes(s) for s in states),
         )
+        results.put((rank, run))
     finally:
         dist.destroy_process_group()
 
@@ -143,18 +145,33 @@ def measure_fsdp2(cfg: MemoryConfig, n_ranks: int = 2) -> list[FSDPRun]:
     """Train one AdamW step of `GPT(cfg)` with FSDP2 on `n_ranks` CPU processes; read each rank.
 
     Each rank runs `fully_shard` on every block and the root over a CPU device mesh (gloo),
-    BF16 compute and FP32 gradient reduction, and reports the bytes of its local shards.
+    BF16 compute and FP32 gradient reduction, and reports the bytes of its local shards. The
+    ranks are forked where the platform can (Linux: no re-import of the caller's script, so
+    this runs from a script, a notebook or a build alike), spawned elsewhere.
 
     Raises:
         TypeError: `cfg` is not a MemoryConfig.
         ValueError: `n_ranks` below 1.
     """
+    import multiprocessing
+
     import torch.multiprocessing as mp
 
     if not isinstance(cfg, MemoryConfig):
         raise TypeError(f"measure_fsdp2: `cfg` must be a MemoryConfig, got {type(cfg).__name__}.")
     _check_gpus(n_ranks, "measure_fsdp2")
-    with mp.Manager() as manager:
-        results = manager.dict()
-        mp.spawn(_fsdp2_worker, args=(n_ranks, _free_port(), cfg, results), nprocs=n_ranks)
-        return [results[r] for r in range(n_ranks)]
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    queue = mp.get_context(method).SimpleQueue()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns that fork() in a multi-threaded process may deadlock the child; the
+        # ranks take no lock of the parent's (no CUDA, fresh process group, their own threads)
+        warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks")
+        mp.start_processes(
+            _fsdp2_worker,
+            args=(n_ranks, _free_port(), cfg, queue),
+            nprocs=n_ranks,
+            start_method=method,
+        )
+    found = dict(queue.get() for _ in range(n_ranks))
+    queue.close()
+    return [found[r] for r in range(n_ranks)]
