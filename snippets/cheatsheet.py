@@ -60,6 +60,33 @@ print(f"BF16 weights + FP32 master: {weight_ratio:.2f}x the bytes of FP32 weight
 print(f"4 micro-batches of 16 vs one batch of 64: {accum_memory:.2f}x less activation memory")
 # --8<-- [end:memory_costs]
 
+# --8<-- [start:connections]
+layers, segments, saved = 24, 4, {}
+
+
+def kept_bytes(net, inp, segments=None):
+    run = (
+        (lambda: net(inp))
+        if segments is None
+        else lambda: checkpoint_sequential(net, segments, inp)
+    )
+    return measure(run, net).saved_bytes
+
+
+for fmt, dtype in (("FP32", torch.float32), ("BF16", torch.bfloat16)):
+    net = mlp(layers, 32, dtype=dtype, device=device)
+    saved[fmt, "plain"] = kept_bytes(net, h.to(dtype))
+    saved[fmt, "segments"] = kept_bytes(net, h.to(dtype), segments)
+for (fmt, mode), kept in saved.items():
+    print(f"{fmt} {mode:<8} {kept:>7,} bytes kept for backward")
+precision_saving = saved["FP32", "plain"] / saved["BF16", "plain"]
+checkpoint_saving = saved["FP32", "plain"] / saved["FP32", "segments"]
+both_savings = saved["FP32", "plain"] / saved["BF16", "segments"]
+print(f"BF16 {precision_saving:.2f}x, checkpointing {checkpoint_saving:.2f}x,", end=" ")
+print(f"both {both_savings:.2f}x")
+assert abs(both_savings / (precision_saving * checkpoint_saving) - 1) < 0.01
+# --8<-- [end:connections]
+
 # --8<-- [start:clip]
 model = tiny()
 F.mse_loss(model(x), y).backward()
