@@ -146,3 +146,71 @@ def ridge_point(name: str, dtype: str) -> float:
         153
     """
     return peak_flops(name, dtype) / gpu(name).memory_bytes_per_s
+
+
+# ---------------------------------------------------------------------------------------------
+# On-chip memory hierarchy (Chapter 5b, docs/hardware.md). Separate from the datasheet cards
+# above: these sizes come from NVIDIA's architecture articles, which use binary units
+# (KB = 1024 bytes, MB = 1024 KB). NVIDIA publishes no on-chip bandwidth; the one figure here is
+# the FlashAttention paper's estimate, labelled as such. None = no public source found.
+# ---------------------------------------------------------------------------------------------
+
+AMPERE_ARTICLE = "https://developer.nvidia.com/blog/nvidia-ampere-architecture-in-depth/"
+HOPPER_ARTICLE = "https://developer.nvidia.com/blog/nvidia-hopper-architecture-in-depth/"
+FLASHATTENTION_PAPER = "https://arxiv.org/abs/2205.14135"
+
+__all__ += ["OnChip", "ON_CHIP", "on_chip"]
+
+
+@dataclass(frozen=True)
+class OnChip:
+    """One GPU's on-chip memory sizes as NVIDIA's architecture article gives them."""
+
+    sms: int  # streaming multiprocessors enabled on this product
+    register_kib_per_sm: int  # register file per SM
+    l1_shared_kib_per_sm: int  # combined L1 data cache and shared memory per SM
+    shared_max_kib_per_sm: int  # the most of it a kernel can configure as shared memory
+    l2_mib: int  # L2 cache, whole GPU
+    source: str  # the article every size above is from
+    sram_bytes_per_s: float | None = None  # aggregate shared-memory bandwidth, if published
+    sram_bandwidth_source: str = ""  # where that figure is from (an estimate, not NVIDIA's)
+
+    @property
+    def sram_kib(self) -> int:
+        """L1/shared memory summed over all SMs."""
+        return self.sms * self.l1_shared_kib_per_sm
+
+
+ON_CHIP: dict[str, OnChip | None] = {
+    "A100 80GB SXM": OnChip(
+        sms=108,
+        register_kib_per_sm=256,
+        l1_shared_kib_per_sm=192,
+        shared_max_kib_per_sm=164,
+        l2_mib=40,
+        source=AMPERE_ARTICLE,
+        # FlashAttention, section 2.1: "bandwidth estimated around 19TB/s" for A100 SRAM
+        sram_bytes_per_s=19e12,
+        sram_bandwidth_source=FLASHATTENTION_PAPER,
+    ),
+    "H100 SXM": OnChip(
+        sms=132,
+        register_kib_per_sm=256,
+        l1_shared_kib_per_sm=256,
+        shared_max_kib_per_sm=228,
+        l2_mib=50,
+        source=HOPPER_ARTICLE,
+    ),
+    # NVIDIA's H200 page lists HBM capacity and bandwidth but no SM count or on-chip sizes
+    "H200 SXM": None,
+}
+
+
+def on_chip(name: str) -> OnChip | None:
+    """Return GPU `name`'s on-chip sizes, or None where NVIDIA publishes none.
+
+    Raises:
+        TypeError, ValueError: as gpu() for a bad `name`.
+    """
+    gpu(name)
+    return ON_CHIP[name]

@@ -52,3 +52,29 @@ def test_every_gpu_names_its_source():
 def test_peak_flops_rejects_bad_input(args, kwargs, error, message):
     with pytest.raises(error, match=message):
         peak_flops(*args, **kwargs)
+
+
+def test_on_chip_covers_every_gpu_and_names_sources():
+    assert set(hardware.ON_CHIP) == set(GPUS)
+    for card in hardware.ON_CHIP.values():
+        if card is None:
+            continue
+        assert card.source.startswith("https://developer.nvidia.com/")
+        assert card.shared_max_kib_per_sm < card.l1_shared_kib_per_sm
+        assert (card.sram_bytes_per_s is None) == (card.sram_bandwidth_source == "")
+
+
+def test_on_chip_sizes_as_the_articles_print_them():
+    a100, h100 = hardware.on_chip("A100 80GB SXM"), hardware.on_chip("H100 SXM")
+    assert (a100.sms, a100.l1_shared_kib_per_sm, a100.l2_mib) == (108, 192, 40)
+    assert (h100.sms, h100.l1_shared_kib_per_sm, h100.l2_mib) == (132, 256, 50)
+    assert a100.sram_kib == 108 * 192
+
+
+def test_on_chip_says_none_where_nothing_is_published():
+    assert hardware.on_chip("H200 SXM") is None
+
+
+def test_on_chip_rejects_unknown_gpu():
+    with pytest.raises(ValueError, match="`name` must be one of"):
+        hardware.on_chip("B200")
