@@ -34,6 +34,37 @@ bound_prefill = roofline.matmul_bound(prefill, "H100 SXM", "bf16")
 assert bound_decode.bound == "memory" and bound_prefill.bound == "compute"
 # --8<-- [end:roofline]
 
+# --8<-- [start:attention_io]
+sram = 192 * 1024
+for n in (1024, 4096, 16384):
+    standard = roofline.attention_hbm_bytes(n, 64)
+    flash = roofline.flash_attention_hbm_bytes(n, 64, sram)
+    print(f"N={n:6}: standard {standard / 2**20:8.1f} MiB, flash {flash / 2**20:7.1f} MiB")
+io_ratio = roofline.attention_hbm_bytes(4096, 64) / roofline.flash_attention_hbm_bytes(
+    4096, 64, sram
+)
+assert io_ratio > 1
+# --8<-- [end:attention_io]
+
+
+# --8<-- [start:attention_memory]
+def naive_attention(q, k, v):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return scores.softmax(dim=-1) @ v
+
+
+seq_memory = {}
+for n in (512, 1024, 2048):
+    q, k, v = (torch.randn(1, 4, n, 64) for _ in range(3))
+    naive = roofline.peak_tensor_bytes(naive_attention, q, k, v)
+    fused = roofline.peak_tensor_bytes(torch.nn.functional.scaled_dot_product_attention, q, k, v)
+    seq_memory[n] = (naive, fused)
+    print(
+        f"N={n:5} naive {naive / 2**20:6.1f} MiB, SDPA {fused / 2**20:5.2f} MiB (CPU, peak tensors)"
+    )
+assert all(naive > 10 * fused for naive, fused in seq_memory.values())
+# --8<-- [end:attention_memory]
+
 # --8<-- [start:fp8_formats]
 e4m3, e5m2 = fp8.FORMATS["e4m3"], fp8.FORMATS["e5m2"]
 for f in (e4m3, e5m2):
@@ -104,37 +135,6 @@ for label, tensors in (("activations", acts), ("gradients", grads)):
 assert results["activations", "e4m3"]["current"][0] < results["activations", "e5m2"]["current"][0]
 assert results["gradients", "e5m2"]["current"][1] < results["gradients", "e4m3"]["current"][1]
 # --8<-- [end:fp8_scaling]
-
-# --8<-- [start:attention_io]
-sram = 192 * 1024
-for n in (1024, 4096, 16384):
-    standard = roofline.attention_hbm_bytes(n, 64)
-    flash = roofline.flash_attention_hbm_bytes(n, 64, sram)
-    print(f"N={n:6}: standard {standard / 2**20:8.1f} MiB, flash {flash / 2**20:7.1f} MiB")
-io_ratio = roofline.attention_hbm_bytes(4096, 64) / roofline.flash_attention_hbm_bytes(
-    4096, 64, sram
-)
-assert io_ratio > 1
-# --8<-- [end:attention_io]
-
-
-# --8<-- [start:attention_memory]
-def naive_attention(q, k, v):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    return scores.softmax(dim=-1) @ v
-
-
-seq_memory = {}
-for n in (512, 1024, 2048):
-    q, k, v = (torch.randn(1, 4, n, 64) for _ in range(3))
-    naive = roofline.peak_tensor_bytes(naive_attention, q, k, v)
-    fused = roofline.peak_tensor_bytes(torch.nn.functional.scaled_dot_product_attention, q, k, v)
-    seq_memory[n] = (naive, fused)
-    print(
-        f"N={n:5} naive {naive / 2**20:6.1f} MiB, SDPA {fused / 2**20:5.2f} MiB (CPU, peak tensors)"
-    )
-assert all(naive > 10 * fused for naive, fused in seq_memory.values())
-# --8<-- [end:attention_memory]
 
 # --8<-- [start:training_time]
 budgets = {"GPT-3 175B": 3.14e23, "Llama 3 405B": 3.8e25}

@@ -95,8 +95,10 @@ GF.register("roofline", (live, data) => {
     Object.assign(status.dataset, { intensity: String(b.intensity), attainable: String(b.attainable),
       time: String(b.timeS), bound: b.bound, ridge: String(b.ridge) });
   };
-  GF.style("roofline", `.gf-roofline .gf-controls input[type="number"] { width: 7em; }
-    .gf-roofline .gf-controls select { max-width: 100%; }`);
+  GF.style("roofline", `.gf-roofline { min-width: 0; max-width: 100%; }
+    .gf-roofline .gf-controls input[type="number"] { width: 6em; }
+    .gf-roofline .gf-control { min-width: 0; max-width: 100%; }
+    .gf-roofline .gf-controls select { max-width: 100%; min-width: 0; text-overflow: ellipsis; }`);
   live.append(GF.h("div", { class: "gf-roofline" },
     GF.controls(gpuSel.el, dtypeSel.el, presetSel.el),
     GF.controls(...dims.map((d) => d.inp.el)),
