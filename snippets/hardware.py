@@ -134,6 +134,8 @@ for label, tensors in (("activations", acts), ("gradients", grads)):
         results[label, fmt] = measure(tensors, fmt)
 assert results["activations", "e4m3"]["current"][0] < results["activations", "e5m2"]["current"][0]
 assert results["gradients", "e5m2"]["current"][1] < results["gradients", "e4m3"]["current"][1]
+flushed = {name: zero for name, (err, zero) in results["gradients", "e4m3"].items()}
+assert min(flushed, key=flushed.get) == "1x128" and max(flushed, key=flushed.get) == "delayed"
 # --8<-- [end:fp8_scaling]
 
 # --8<-- [start:training_time]
