@@ -43,6 +43,48 @@
     }
     checkCode();
   };
+  // After a jump to a heading (a table-of-contents click, a link, a URL with #anchor), content
+  // above it may still change height: a widget mounting, a code block laid out on first view.
+  // Once the jump's own (smooth) scroll has come to rest, put the heading back where it belongs
+  // and keep it there for a second and a half; a scroll of the reader's own (wheel, touch, key,
+  // pointer) ends that at once.
+  let holding = 0;
+  const hold = (id) => {
+    const el = id && document.getElementById(decodeURIComponent(id));
+    if (!el) return;
+    const mine = ++holding;
+    const stop = () => { holding++; };
+    for (const ev of ["wheel", "touchstart", "keydown", "pointerdown"])
+      addEventListener(ev, stop, { once: true, passive: true });
+    let last = NaN, still = 0, want = null, end = 0;
+    const step = () => {
+      if (mine !== holding) return;
+      const now = performance.now();
+      if (want === null) {
+        // wait until the page has not scrolled for 3 frames (at most 1 s)
+        still = scrollY === last ? still + 1 : 0;
+        last = scrollY;
+        if (still < 3 && now < (end ||= now + 1000)) return requestAnimationFrame(step);
+        el.scrollIntoView({ block: "start", behavior: "instant" });
+        want = el.getBoundingClientRect().top;
+        end = now + 1500;
+      } else {
+        const moved = el.getBoundingClientRect().top - want;
+        if (Math.abs(moved) > 1) scrollBy({ top: moved, behavior: "instant" });
+      }
+      if (now < end) requestAnimationFrame(step);
+    };
+    requestAnimationFrame(step);
+  };
+  document.addEventListener("click", (ev) => {
+    const a = ev.target.closest && ev.target.closest("a[href*='#']");
+    if (!a || ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey) return;
+    const url = new URL(a.href, location.href);
+    if (url.pathname === location.pathname && url.hash) hold(url.hash.slice(1));
+  });
+  addEventListener("hashchange", () => hold(location.hash.slice(1)));
+  if (location.hash) hold(location.hash.slice(1));
+
   // now, and on every instant-navigation page load; in the offline copy (file://) Material's
   // document$ never emits, so the first call is the one that counts there
   run();
