@@ -21,7 +21,8 @@ H200_PAGE = "https://www.nvidia.com/en-us/data-center/h200/"
 
 # the math each figure is for: tensor-core math except "fp32" and "fp64" (plain CUDA cores)
 DTYPES = ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8")
-_TENSOR = {"fp64_tensor", "tf32", "bf16", "fp16", "fp8"}  # the ones 2:4 sparsity doubles
+# the math the datasheets give a 2:4-sparsity figure for (twice the dense one); none for FP64
+_SPARSE = {"tf32", "bf16", "fp16", "fp8"}
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ def peak_flops(name: str, dtype: str, sparse: bool = False) -> float:
     Args:
         name: a key of GPUS.
         dtype: one of DTYPES.
-        sparse: the 2:4 structured-sparsity figure (twice the dense one; tensor cores only).
+        sparse: the 2:4 structured-sparsity figure (twice the dense one; TF32, BF16, FP16, FP8).
 
     Raises:
         ValueError: unknown `dtype`, a dtype the GPU has no figure for (the A100 has no FP8),
@@ -129,9 +130,10 @@ def peak_flops(name: str, dtype: str, sparse: bool = False) -> float:
             f"peak_flops: the {name} datasheet lists no {dtype} figure; pick one of "
             f"{sorted(card.tflops)}."
         )
-    if sparse and dtype not in _TENSOR:
+    if sparse and dtype not in _SPARSE:
         raise ValueError(
-            f"peak_flops: `sparse` applies to tensor-core math {sorted(_TENSOR)}, got {dtype!r}."
+            f"peak_flops: the datasheets give 2:4-sparse figures only for {sorted(_SPARSE)}, "
+            f"got `sparse` with {dtype!r}."
         )
     return card.tflops[dtype] * 1e12 * (2 if sparse else 1)
 

@@ -26,7 +26,7 @@ def test_peak_flops_sparse_matches_the_datasheet(name, dtype, sparse_tflops):
 
 def test_peak_flops_sparse_is_twice_dense():
     for name, card in GPUS.items():
-        for dtype in set(card.tflops) & hardware._TENSOR:
+        for dtype in set(card.tflops) & hardware._SPARSE:
             assert peak_flops(name, dtype, sparse=True) == 2 * peak_flops(name, dtype)
 
 
@@ -46,7 +46,8 @@ def test_every_gpu_names_its_source():
         ((None, "bf16"), {}, TypeError, "`name` must be a string"),
         (("H100 SXM", "int4"), {}, ValueError, "`dtype` must be one of"),
         (("A100 80GB SXM", "fp8"), {}, ValueError, "lists no fp8 figure"),
-        (("H100 SXM", "fp32"), {"sparse": True}, ValueError, "`sparse` applies to"),
+        (("H100 SXM", "fp32"), {"sparse": True}, ValueError, "2:4-sparse figures only"),
+        (("H100 SXM", "fp64_tensor"), {"sparse": True}, ValueError, "2:4-sparse figures only"),
     ],
 )
 def test_peak_flops_rejects_bad_input(args, kwargs, error, message):
