@@ -47,17 +47,108 @@ def svg(fig, alt: str | None = None, caption: str | None = None) -> str:
         alt = ALT_PLACEHOLDER
     if not alt.strip():
         raise ValueError("svg: `alt` must describe what the figure shows, got an empty string.")
+    label = html.escape(alt.strip(), quote=True)
+    wide = _svg_text(fig, label)
+    narrow = _narrow_svg(fig, label)
+    plt.close(fig)
+    cap = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
+    if narrow is None:
+        return f'<figure class="gf-figure">{wide}{cap}</figure>'
+    # the phone variant: same data, fewer inches, text no smaller than PHONE_MIN_PT; CSS shows
+    # one of the two (gradflow.css, .gf-figure__wide / __narrow)
+    return (
+        f'<figure class="gf-figure"><div class="gf-figure__wide">{wide}</div>'
+        f'<div class="gf-figure__narrow">{narrow}</div>{cap}</figure>'
+    )
+
+
+# A 390 px phone leaves about 350 CSS px for a figure. 3.6 in (259 pt) is drawn at its natural
+# 4/3 px per pt there, so 9 pt text is 12 CSS px: 11 px or more even if the tight bounding
+# box adds a tenth to the width.
+PHONE_INCHES = 3.6
+PHONE_MIN_PT = 9.0
+
+
+def _svg_text(fig, label: str) -> str:
     buf = io.StringIO()
     # Date=None and the rc file's svg.hashsalt make two builds byte-identical.
     fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
-    plt.close(fig)
     text = buf.getvalue()
     text = text[text.index("<svg") :]
-    label = html.escape(alt.strip(), quote=True)
     text = re.sub(r"<svg\b", f'<svg role="img" aria-label="{label}"', text, count=1)
-    text = re.sub(r"(<svg[^>]*>)", rf"\1<title>{label}</title>", text, count=1)
-    cap = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
-    return f'<figure class="gf-figure">{text}{cap}</figure>'
+    return re.sub(r"(<svg[^>]*>)", rf"\1<title>{label}</title>", text, count=1)
+
+
+def _narrow_svg(fig, label: str) -> str | None:
+    """Return a phone-width rendering of `fig` with text at PHONE_MIN_PT or more, or None.
+
+    None when the figure is already narrow enough. Axes laid out in one row of three or more
+    are rearranged two to a row, so each panel keeps a readable width.
+    """
+    import warnings
+
+    from matplotlib.text import Text
+
+    width, height = fig.get_size_inches()
+    small = [t for t in fig.findobj(Text) if t.get_text() and t.get_fontsize() < PHONE_MIN_PT]
+    if width <= PHONE_INCHES + 0.25 and not small:
+        return None
+    axes = [ax for ax in fig.axes if ax.get_subplotspec() is not None]
+    spans = [ax.get_subplotspec() for ax in axes]
+    cols = max((sp.colspan.stop for sp in spans), default=1)
+    tall = height * 1.1
+    if cols >= 3 and all(len(sp.colspan) == 1 and len(sp.rowspan) == 1 for sp in spans):
+        # panels in three or more columns: two to a row on a phone, in reading order
+        order = sorted(
+            axes,
+            key=lambda ax: (ax.get_subplotspec().rowspan.start, ax.get_subplotspec().colspan.start),
+        )
+        n_rows = -(-len(order) // 2)
+        grid = fig.add_gridspec(n_rows, 2)
+        for i, ax in enumerate(order):
+            ax.set_subplotspec(grid[i // 2, i % 2])
+        tall = max(tall, 2.0 * n_rows)
+    for text in small:
+        text.set_fontsize(PHONE_MIN_PT)
+    for ax in fig.axes:  # titles and labels wrap at the figure's edge instead of widening it
+        for text in (ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label):
+            text.set_wrap(True)
+    for text in fig.texts:
+        text.set_wrap(True)
+    for ax in fig.axes:  # a legend of three or more columns: two on a phone
+        legend = ax.get_legend()
+        if legend is not None and getattr(legend, "_ncols", 1) > 2:
+            ax.legend(
+                handles=legend.legend_handles,
+                labels=[t.get_text() for t in legend.get_texts()],
+                ncols=2,
+                loc=legend._loc,
+                title=legend.get_title().get_text() or None,
+                fontsize=max(PHONE_MIN_PT, legend.get_texts()[0].get_fontsize()),
+            )
+    for ax in fig.axes:  # tick labels are made at draw time, at the size tick_params holds
+        for axis in ("x", "y"):
+            size = ax.xaxis if axis == "x" else ax.yaxis
+            labels = size.get_ticklabels()
+            if labels and labels[0].get_fontsize() < PHONE_MIN_PT:
+                ax.tick_params(axis=axis, labelsize=PHONE_MIN_PT)
+    fig.set_size_inches(min(width, PHONE_INCHES), tall)
+    with warnings.catch_warnings():
+        # tight_layout warns on axes it cannot fit (colorbars, insets); the figure still renders
+        warnings.simplefilter("ignore")
+        fig.tight_layout()
+        # labels and legends outside the axes widen the saved (tight) image: narrow the figure
+        # by that much, twice at most, so the image itself is PHONE_INCHES wide
+        for _ in range(2):
+            extra = fig.get_tightbbox(fig.canvas.get_renderer()).width - PHONE_INCHES
+            if extra <= 0.05:
+                break
+            fig.set_size_inches(max(1.5, fig.get_size_inches()[0] - extra), tall)
+            fig.tight_layout()
+    # the two renderings sit in one page: every element id of this one gets a prefix
+    text = _svg_text(fig, label)
+    text = re.sub(r'\bid="([^"]+)"', r'id="phone-\1"', text)
+    return re.sub(r'(url\(#|href="#)([^)"]+)', r"\1phone-\2", text)
 
 
 def table(

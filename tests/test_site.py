@@ -81,8 +81,15 @@ def test_search_splits_code_identifiers(site):
 
 def test_chapter_figures_are_inline_svg_with_text_alternative(site):
     html = (site / "telephone" / "index.html").read_text(encoding="utf-8")
-    figures = re.findall(r'<figure class="gf-figure"><svg role="img" aria-label="([^"]+)"', html)
+    figures = re.findall(
+        r'<figure class="gf-figure">(?:<div class="gf-figure__wide">)?<svg role="img" '
+        r'aria-label="([^"]+)"',
+        html,
+    )
     assert figures and all(len(alt) > 40 for alt in figures)
+    # a phone rendering beside each wide one, named the same
+    phone = re.findall(r'<div class="gf-figure__narrow"><svg role="img" aria-label="([^"]+)"', html)
+    assert phone and set(phone) <= set(figures)
 
 
 def test_every_code_block_has_a_copy_button_for_its_own_code(site):
@@ -137,8 +144,7 @@ def test_build_fails_and_names_the_page_for_broken_input(tmp_path):
     result = mkdocs_build(tmp_path / "out", config=cfg)
     log = result.stdout + result.stderr
     assert result.returncode != 0, "a strict build with broken pages passed"
-    assert "docs/raises.md: markdown_exec: Execution of python code block" in log
-    assert "boom in a snippet" in log
+    assert "docs/raises.md:4: the executed block raised RuntimeError: boom in a snippet" in log
     assert "nowhere.md" in log and "index.md" in log
     assert "no-such" in log
     assert "asset/index.html: references the local asset 'missing-figure.png'" in log
@@ -151,7 +157,9 @@ def test_build_fails_on_a_missing_snippet_section(tmp_path):
     cfg = child_config(tmp_path, {"index.md": page})
     result = mkdocs_build(tmp_path / "out", config=cfg)
     assert result.returncode != 0
-    assert "no_such_section" in result.stdout + result.stderr
+    log = result.stdout + result.stderr
+    assert "docs/index.md:4: includes section 'no_such_section' of snippets/telephone.py" in log
+    assert "Traceback" not in log
 
 
 class _Links(HTMLParser):
