@@ -1,30 +1,32 @@
 # --8<-- [start:hand_calc]
+import torch
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
 depth = 50
 for factor in (0.9, 0.95, 1.0, 1.1):
     print(f"{factor:<4} ** {depth} = {factor**depth:.6g}")
 # --8<-- [end:hand_calc]
 
 # --8<-- [start:chain]
-import torch
-
 from gradflow_ref.telephone import chain_gradients
 
-grads = chain_gradients(0.9, depth=50)
-print(f"layer 50 passes back {grads[-1]:.4f}")
-print(f"layer  1 passes back {grads[0]:.6f}")
-print(f"layer 1 / layer 50   {grads[0] / grads[-1]:.6f}")
-assert torch.allclose(grads[0], torch.tensor(0.9**50, dtype=torch.float64))
+grads = chain_gradients(0.9, depth=depth, device=device)
+up = chain_gradients(1.1, depth=depth, device=device)
+print(f"factor 0.9: layer {depth} passes back {grads[-1]:.4f}, layer 1 {grads[0]:.6f}")
+print(f"factor 0.9: layer 1 / layer {depth} = {grads[0] / grads[-1]:.6f}")
+print(f"factor 1.1: layer 1 / layer {depth} = {up[0] / up[-1]:.4f}")
+assert torch.isclose(grads[0] / grads[-1], torch.tensor(0.9 ** (depth - 1), dtype=grads.dtype))
 # --8<-- [end:chain]
 
 # --8<-- [start:network]
 from gradflow_ref.telephone import network_gradients
 
-exact = network_gradients(0.9, depth=50, init="orthogonal")
-rough = network_gradients(0.9, depth=50, init="xavier")
-print(f"0.9 ** 50:                {0.9**50:.6f}")
+exact = network_gradients(0.9, depth=depth, init="orthogonal", device=device)
+rough = network_gradients(0.9, depth=depth, init="xavier", device=device)
+print(f"0.9 ** {depth}:                {0.9**depth:.6f}")
 print(f"orthogonal weights x 0.9: {exact[0]:.6f}")
 print(f"Gaussian weights x 0.9:   {rough[0]:.6f}")
-assert abs(exact[0] / 0.9**50 - 1) < 1e-9
+assert abs(exact[0] / 0.9**depth - 1) < 1e-9
 # --8<-- [end:network]
 
 # --8<-- [start:figure]
@@ -33,19 +35,19 @@ import matplotlib.pyplot as plt
 factors = (0.8, 0.9, 0.95, 1.0, 1.05, 1.1)
 fig, ax = plt.subplots()
 for factor in factors:
-    g = network_gradients(factor, depth=50, init="orthogonal")
-    ax.plot(range(1, 51), g, marker="o", markersize=2.5, label=f"factor {factor}")
+    g = network_gradients(factor, depth=depth, init="orthogonal", device=device).cpu()
+    ax.plot(range(1, depth + 1), g, marker="o", markersize=2.5, label=f"factor {factor}")
 ax.set_yscale("log")
 ax.set_xlabel("layer (1 = closest to the input)")
 ax.set_ylabel("gradient norm, relative to the output")
-ax.set_title("Gradient reaching each layer of a 50-layer network")
+ax.set_title(f"Gradient reaching each layer of a {depth}-layer network")
 ax.legend(ncol=3, fontsize="small")
 # --8<-- [end:figure]
 
 # --8<-- [start:underflow]
 zero_after = {}
 for dtype in (torch.float32, torch.bfloat16, torch.float16):
-    g = chain_gradients(0.5, depth=200, dtype=dtype).flip(0)
+    g = chain_gradients(0.5, depth=200, dtype=dtype, device=device).flip(0)
     zero_after[dtype] = int((g == 0).nonzero()[0]) + 1
     print(f"{str(dtype):<15} 0.5 ** {zero_after[dtype]} is stored as exactly 0")
 # --8<-- [end:underflow]
