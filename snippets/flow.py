@@ -1,16 +1,17 @@
 # --8<-- [start:sigmoid_slope]
 import torch
 
-z = torch.linspace(-6, 6, 1201, dtype=torch.float64, requires_grad=True)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+z = torch.linspace(-6, 6, 1201, dtype=torch.float64, device=device, requires_grad=True)
 torch.sigmoid(z).sum().backward()
 peak = z.grad.max()
 print(f"largest sigmoid derivative {peak:.4f} at z = {z[z.grad.argmax()]:.2f}")
-assert torch.isclose(peak, torch.tensor(0.25, dtype=torch.float64))
+assert abs(peak.item() - 0.25) < 1e-12
 # --8<-- [end:sigmoid_slope]
 
 # --8<-- [start:hand_calc]
 w = 0.5
-x = torch.tensor(0.0, dtype=torch.float64, requires_grad=True)
+x = torch.tensor(0.0, dtype=torch.float64, device=device, requires_grad=True)
 a, acts = x, []
 for _ in range(3):
     a = torch.sigmoid(w * a)
@@ -27,9 +28,9 @@ print(f"best case, every factor 0.25 x {w}: {(0.25 * w) ** 3:.5f}")
 from gradflow_ref.flow import MLPConfig, build_mlp, gradient_norms
 
 torch.manual_seed(0)
-x = torch.randn(32, 64)
+x = torch.randn(32, 64, device=device)
 for activation, init in [("sigmoid", "xavier"), ("relu", "he")]:
-    net = build_mlp(MLPConfig(depth=20, width=64, activation=activation, init=init))
+    net = build_mlp(MLPConfig(depth=20, width=64, activation=activation, init=init), device=device)
     g = gradient_norms(net, x)
     print(f"{activation:<7} {init:<6} layer 20: {g[-1]:9.3e}   layer 1: {g[0]:9.3e}")
 # --8<-- [end:mlp]
@@ -45,14 +46,13 @@ for activation, init, style in [
     ("tanh", "xavier", "s-"),
     ("relu", "he", "^-"),
 ]:
-    g = gradient_norms(build_mlp(MLPConfig(depth=40, activation=activation, init=init)), x)
+    g = gradient_norms(build_mlp(MLPConfig(40, 64, activation, init), device=device), x).cpu()
     left.plot(range(1, 41), g / g[-1], style, markersize=3, label=f"{activation}, {init} init")
     at_layer_1 = []
     for s in scales:
-        g = gradient_norms(
-            build_mlp(MLPConfig(depth=20, activation=activation, init=init, scale=s)), x
-        )
-        at_layer_1.append(g[0] / g[-1])
+        net = build_mlp(MLPConfig(20, 64, activation, init, scale=s), device=device)
+        g = gradient_norms(net, x)
+        at_layer_1.append((g[0] / g[-1]).item())
     by_scale[activation] = at_layer_1
     right.plot(scales, at_layer_1, style, markersize=3)
 left.set_yscale("log")
@@ -71,16 +71,14 @@ left.legend(fontsize="small")
 from gradflow_ref.flow import layer_factors
 
 torch.manual_seed(1)
+cases = [(16, 0.35), (256, 0.0875), (256, 0.35)]
 factors = []
-for width, std in [(16, 0.35), (256, 0.0875), (256, 0.35)]:
-    net = build_mlp(
-        MLPConfig(
-            depth=12, width=width, activation="relu", init="he", scale=std / (2 / width) ** 0.5
-        )
-    )
+for width, std in cases:
+    cfg = MLPConfig(12, width, "relu", "he", scale=std / (2 / width) ** 0.5)
+    net = build_mlp(cfg, device=device)
     w_std = torch.cat([p.flatten() for p in net.parameters()]).std()
     predicted = std * width**0.5 / 2**0.5
-    measured = layer_factors(net, torch.randn(64, width))[:-1].log().mean().exp()
+    measured = layer_factors(net, torch.randn(64, width, device=device))[:-1].log().mean().exp()
     factors.append(measured.item())
     print(
         f"width {width:>3}  weight std {w_std:.4f}  predicted factor {predicted:.2f}"
@@ -91,7 +89,8 @@ for width, std in [(16, 0.35), (256, 0.0875), (256, 0.35)]:
 # --8<-- [start:relu_unit]
 ratios = {}
 for init in ("unit", "he"):
-    g = gradient_norms(build_mlp(MLPConfig(depth=20, width=64, activation="relu", init=init)), x)
+    net = build_mlp(MLPConfig(depth=20, width=64, activation="relu", init=init), device=device)
+    g = gradient_norms(net, x)
     ratios[init] = (g[0] / g[-1]).item()
     print(f"relu, {init:<4} init: layer 1 gets {ratios[init]:.3e} x the last layer's gradient")
 assert ratios["unit"] > 1e6 * ratios["he"]

@@ -1,0 +1,96 @@
+"""Build side of docs/flow.md: the flow widget's measured gradient profiles and its table.
+
+Every profile is measured with gradflow_ref.flow (build_mlp, gradient_norms) in float64: at a
+multiplier of 8 the gradient reaches about 1e36, near float32's ceiling.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from gradflow_ref.flow import MLPConfig, build_mlp, gradient_norms
+
+__all__ = ["DEPTHS", "MULTIPLIERS", "PAIRS", "SHOWN", "Profiles", "crossing", "profiles", "widget"]
+
+PAIRS = [("sigmoid", "xavier"), ("tanh", "xavier"), ("relu", "he"), ("identity", "xavier")]
+DEPTHS = [2, 4, 6, 8, 10, 15, 20, 30, 40]  # the depth slider
+MULTIPLIERS = [round(0.25 * 2 ** (k / 2), 4) for k in range(11)]  # the multiplier slider
+SHOWN = [0.25, 0.5, 1.0, 2.0, 4.0]  # the static table's columns
+
+
+def crossing(scales, ratios) -> float:
+    """Return the first of `scales` whose ratio (layer 1 / last layer) reaches 1."""
+    for scale, ratio in zip(scales, ratios):
+        if float(ratio) >= 1:
+            return scale
+    raise ValueError(f"crossing: no ratio reaches 1 over `scales` {scales[0]} to {scales[-1]}.")
+
+
+@dataclass
+class Profiles:
+    """Gradient norm reaching each layer's input, relative to the output's."""
+
+    pairs: list  # (activation, init), as PAIRS
+    depths: list  # as DEPTHS
+    multipliers: list  # as MULTIPLIERS
+    ratios: dict  # activation -> [multiplier][depth] -> list of `depth` ratios, layer 1 first
+
+    def at(self, activation: str, multiplier: float, depth: int) -> list[float]:
+        """Return the profile of one network, layer 1 first."""
+        by_m = self.ratios[activation]
+        return by_m[self.multipliers.index(multiplier)][self.depths.index(depth)]
+
+    def layer1(self, activation: str, multiplier: float, depth: int) -> float:
+        """Return the ratio reaching layer 1 of one network."""
+        return self.at(activation, multiplier, depth)[0]
+
+
+def profiles(pairs=PAIRS, depths=DEPTHS, multipliers=MULTIPLIERS) -> Profiles:
+    """Measure every (activation, multiplier, depth) the widget can show."""
+    x = torch.randn(32, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    out_norm = math.sqrt(x.numel())  # the loss is out.sum(): the output's gradient is all ones
+    ratios = {}
+    for activation, init in pairs:
+        ratios[activation] = []
+        for m in multipliers:
+            # build_mlp draws the layers in order from one seeded generator, so the first d
+            # blocks of the deepest network are exactly build_mlp(depth=d): one build each
+            cfg = MLPConfig(depth=max(depths), activation=activation, init=init, scale=m)
+            net = build_mlp(cfg, dtype=torch.float64)
+            ratios[activation].append(
+                [(gradient_norms(net[: 2 * d], x) / out_norm).tolist() for d in depths]
+            )
+    return Profiles(list(pairs), list(depths), list(multipliers), ratios)
+
+
+def widget(p: Profiles, shown=SHOWN, depth: int = 20) -> str:
+    """Return the flow widget; without JavaScript, a table of layer 1 at `depth` by multiplier."""
+    import markdown
+
+    from gradflow_site.render import table
+    from gradflow_site.widgets import widget as make_widget
+
+    static = markdown.markdown(
+        table(
+            ["activation (init)"] + [f"×{m:g}" for m in shown],
+            [[f"{a} ({i})"] + [f"{p.at(a, m, depth)[0]:.1e}" for m in shown] for a, i in p.pairs],
+            align="l" + "r" * len(shown),
+        ),
+        extensions=["tables"],
+    )
+    data = {
+        "activations": [a for a, _ in p.pairs],
+        "inits": [i for _, i in p.pairs],
+        "depths": p.depths,
+        "scales": p.multipliers,
+        # log10 of (gradient norm at each layer's input / output's), layer 1 first:
+        # [activation][multiplier][depth] -> list of `depth` values; 3 decimals is 0.1 %
+        "log10": {
+            a: [[[round(math.log10(v), 3) for v in prof] for prof in by_d] for by_d in by_m]
+            for a, by_m in p.ratios.items()
+        },
+    }
+    return make_widget("flow", data, static=static)
