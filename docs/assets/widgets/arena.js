@@ -99,8 +99,16 @@ GF.register("arena", (live, data) => {
       GF.s("line", { x1: 0, x2: 28, y1: 5, y2: 5, stroke: s.color, "stroke-width": Math.min(s.width, 2.5), "stroke-dasharray": s.dash }),
       marker(s.mark, 14, 5, s.color, 3.2));
   };
-  const legend = GF.h("ul", { class: "gf-arena-legend", "aria-label": "Recipes" },
-    recipes.map((name) => GF.h("li", {}, swatch(name), name)));
+  const glyph = (draw) => GF.s("svg", { viewBox: "0 0 28 14", "aria-hidden": "true" }, draw);
+  const legend = GF.h("ul", { class: "gf-arena-legend", "aria-label": "Recipes and marks" },
+    recipes.map((name) => GF.h("li", {}, swatch(name), name)),
+    // the two marks the chart draws at its top edge
+    GF.h("li", { class: "gf-arena-legend__mark" },
+      glyph(GF.s("text", { x: 14, y: 12, "text-anchor": "middle", style: "fill: currentColor; font-size: 16px; font-weight: 700", text: "×" })),
+      "run stopped: a weight became inf or NaN"),
+    GF.h("li", { class: "gf-arena-legend__mark" },
+      glyph(GF.s("path", { d: "M9,11L14,5L19,11", fill: "none", stroke: "currentColor", "stroke-width": 2 })),
+      "loss above the chart's top"));
 
   const chart = GF.chart({
     title: "Held-out loss of the six recipes against optimizer step",
