@@ -42,3 +42,10 @@ def test_fsdp_table_marks_a_difference():
     text = memory.fsdp_table([FSDPRun(8, 8, 16)], [FSDPRun(8, 4, 16)])
     assert "| 0 | gradients | 8 | 4 | off by +4 |" in text
     assert text.count("equal") == 2
+
+
+def test_sharding_data_names_every_stage_and_gpu():
+    data = memory.sharding_data()
+    assert data["stages"]["0"] == [] and "weights" in data["stages"]["3"]
+    assert dict(data["gpus"])["H100 SXM"] == 80e9
+    assert data["defaults"]["gpu"] in dict(data["gpus"])

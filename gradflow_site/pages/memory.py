@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import torch
 
-from gradflow_ref.hardware import gpu
+from gradflow_ref.hardware import GPUS, gpu
 from gradflow_ref.memory import MemoryConfig
 from gradflow_ref.sharding import STAGES, FSDPRun, sharded_memory
 from gradflow_site.render import table
 
-__all__ = ["PRESETS", "TRAINER_LAYOUT", "preset", "zero_table", "fits", "fsdp_table"]
+__all__ = [
+    "PRESETS",
+    "TRAINER_LAYOUT",
+    "preset",
+    "zero_table",
+    "fits",
+    "fsdp_table",
+    "sharding_data",
+]
 
 GB = 1e9  # the datasheets' unit: 80 GB = 80e9 bytes
 # nominal parameter count and a transformer shape of that size (LLaMA-like for 7B and up)
@@ -95,3 +103,12 @@ def fsdp_table(runs: list[FSDPRun], predicted: list[FSDPRun]) -> str:
                 ]
             )
     return table(["rank", "state", "measured bytes", "predicted bytes", ""], rows, align="llrrl")
+
+
+def sharding_data(n_gpus: int = 8, stage: int = 0, card: str = "H100 SXM") -> dict:
+    """Return the memory calculator's sharding payload: what each stage shards, GPU sizes."""
+    return {
+        "stages": {str(k): list(v) for k, v in STAGES.items()},
+        "gpus": [[name, g.memory_bytes] for name, g in GPUS.items()],
+        "defaults": {"gpus": n_gpus, "stage": stage, "gpu": card},
+    }

@@ -5,7 +5,12 @@
 // data: {presets: [{name, n_params, layout_params, n_layers, hidden, n_heads, seq_len, vocab}],
 //        precisions: {key: {label, param_dtype, master_dtype, grad_dtype, state_dtype,
 //        activation_dtype}}, itemsize: {dtype: bytes}, config: MemoryConfig's defaults,
-//        states: {optimizer: states per parameter}, defaults: {preset, precision, ...}}
+//        states: {optimizer: states per parameter}, defaults: {preset, precision, ...},
+//        sharding?: {stages: {stage: [sharded components]}, gpus: [[name, memory bytes]],
+//        defaults: {gpus, stage, gpu}}}
+// With `sharding`, GF.logic.memory.sharded(m, n, stage) is gradflow_ref.sharding.sharded_memory:
+// one GPU's share of N data-parallel GPUs under ZeRO stage 0-3, and the status says whether it
+// fits the chosen GPU.
 GF.register("memory", (live, data) => {
   const { presets, precisions, itemsize, states, defaults } = data;
   const B = BigInt;
@@ -74,8 +79,24 @@ GF.register("memory", (live, data) => {
     out.total = Object.values(out).reduce((x, y) => x + y, 0n);
     return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, Number(v)]));
   };
+  const SH = data.sharding;
+  /** One GPU's bytes under ZeRO `stage` on `n` GPUs (sharding.sharded_memory): ceil(part / n). */
+  const sharded = (m, n, stage) => {
+    if (!SH) throw new Error("memory: no sharding data");
+    if (!Number.isSafeInteger(n) || n < 1) throw new Error(`sharded_memory: \`n_gpus\` must be a positive int, got ${n}.`);
+    const parts = SH.stages[stage];
+    if (!parts) throw new Error(`sharded_memory: \`stage\` must be 0, 1, 2 or 3, got ${stage}.`);
+    const out = {};
+    for (const k of ["weights", "master_weights", "gradients", "optimizer_states", "activations"]) {
+      const v = B(m[k]);
+      out[k] = parts.includes(k) ? (v + B(n) - 1n) / B(n) : v;
+    }
+    out.total = Object.values(out).reduce((x, y) => x + y, 0n);
+    return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, Number(v)]));
+  };
   GF.logic.memory = {
     breakdown,
+    sharded,
     parameterCount: (cfg) => Number(parameterCount(cfg)),
     activationBytes: (cfg, mode = null) => Number(activationBytes(cfg, mode)),
   };
@@ -147,6 +168,14 @@ GF.register("memory", (live, data) => {
   params.input.style.width = "9.5rem";
   const fused = GF.toggle({ label: "Fused attention (no s×s scores kept)", checked: !defaults.stores_scores, onChange: update });
   const dropout = GF.toggle({ label: "Dropout", checked: defaults.dropout, onChange: update });
+  const gpus = SH && GF.input({ label: "Data-parallel GPUs", type: "number", value: SH.defaults.gpus, attrs: { min: 1, step: 1, inputmode: "numeric" }, onInput: update });
+  const stage = SH && GF.select({
+    label: "Sharding",
+    options: [["0", "none (plain data parallel)"], ["1", "ZeRO-1: optimizer states"], ["2", "ZeRO-2: + gradients"], ["3", "ZeRO-3 / FSDP: + weights"]],
+    value: String(SH.defaults.stage),
+    onChange: update,
+  });
+  const card = SH && GF.select({ label: "GPU", options: SH.gpus.map(([name, bytes]) => [name, `${name} (${bytes / 1e9} GB)`]), value: SH.defaults.gpu, onChange: update });
 
   const chart = GF.chart({
     title: "Training memory by component",
@@ -194,6 +223,23 @@ GF.register("memory", (live, data) => {
     }
     status.classList.remove("gf-memory__error");
     delete status.dataset.error;
+    let where = "";
+    const whole = m;  // the whole model's bytes; m becomes one GPU's share below
+    if (SH) {
+      const n = Number(gpus.value), st = Number(stage.value);
+      if (!Number.isSafeInteger(n) || n < 1) {
+        status.textContent = "Cannot compute: the number of GPUs must be a whole number of at least 1.";
+        status.classList.add("gf-memory__error");
+        status.dataset.error = "1";
+        return;
+      }
+      m = sharded(whole, n, st);
+      const cap = SH.gpus.find(([name]) => name === card.value)[1];
+      const fits = m.total <= cap;
+      where = ` Per GPU, ${st ? `ZeRO-${st}${st === 3 ? " / FSDP" : ""}` : "without sharding"} on ${n} GPU${n === 1 ? "" : "s"}: ` +
+        `${gb(m.total)}, which ${fits ? "fits" : "does not fit"} the ${card.value}'s ${gb(cap)}.`;
+      Object.assign(status.dataset, { perGpu: String(m.total), fits: String(fits), stage: String(st), gpus: String(n) });
+    }
     const p = Number(parameterCount(cfg));
     const layout = Number(parameterCount({ ...cfg, n_params: null }));
     params.input.placeholder = count(layout);
@@ -219,13 +265,13 @@ GF.register("memory", (live, data) => {
     table.classList.add("gf-memory__table");
     table.querySelectorAll("tbody tr").forEach((tr, i) => { tr.dataset.component = i < COMPONENTS.length ? COMPONENTS[i][0] : "total"; tr.dataset.bytes = String(i < COMPONENTS.length ? m[COMPONENTS[i][0]] : m.total); });
     tableBox.replaceChildren(table);
-    const state = m.total - m.activations;
+    const state = whole.total - whole.activations;
     const name = preset.value === "custom" ? "Custom shape" : preset.value;
     const summary = `${name}, ${count(p)} parameters, ${prec.label}, ${optimizer.input.selectedOptions[0].text}, ` +
       `checkpointing ${checkpointing.value}: ${gb(state)} of model state (${(state / p).toFixed(state % p ? 1 : 0)} bytes per parameter) ` +
-      `+ ${gb(m.activations)} of activations for ${cfg.micro_batch} × ${cfg.seq_len} tokens = ${gb(m.total)}.`;
-    status.textContent = summary;
-    status.dataset.total = String(m.total);
+      `+ ${gb(whole.activations)} of activations for ${cfg.micro_batch} × ${cfg.seq_len} tokens = ${gb(whole.total)}.`;
+    status.textContent = summary + where;
+    status.dataset.total = String(whole.total);
     chart.svg.setAttribute("aria-label", `Stacked bar of training memory: ${COMPONENTS.map(([k, l]) => `${l} ${gb(m[k])}`).join(", ")}; total ${gb(m.total)}.`);
   };
 
@@ -233,6 +279,7 @@ GF.register("memory", (live, data) => {
     GF.controls(preset.el, precision.el, optimizer.el, checkpointing.el),
     GF.h("div", { class: "gf-controls gf-memory__shape" }, Object.values(fields).map((f) => f.el), params.el),
     GF.controls(fused.el, dropout.el),
+    SH ? GF.controls(gpus.el, stage.el, card.el) : null,
     chart.svg, legend, status, tableBox,
   );
   applyPreset(defaults.preset);
