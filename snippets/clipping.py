@@ -7,20 +7,21 @@ import torch
 
 from gradflow_ref.clipping import angle_between, clip_grad_norm_, clip_grad_value_
 
+device = "cuda" if torch.cuda.is_available() else "cpu"
 torch.manual_seed(0)
 # --8<-- [end:imports]
 
 # --8<-- [start:hand_calc]
-a = torch.zeros(2, requires_grad=True)
-b = torch.zeros(1, requires_grad=True)
-a.grad, b.grad = torch.tensor([3.0, 4.0]), torch.tensor([0.0])
+a = torch.zeros(2, device=device, requires_grad=True)
+b = torch.zeros(1, device=device, requires_grad=True)
+a.grad, b.grad = torch.tensor([3.0, 4.0], device=device), torch.tensor([0.0], device=device)
 total = clip_grad_norm_([a, b], max_norm=1.0)
 print(
     f"max_norm=1.0:  global norm {total:.4f}, clipped to "
     f"[{a.grad[0]:.4f}, {a.grad[1]:.4f}] and [{b.grad[0]:.4f}]"
 )
 
-a.grad, b.grad = torch.tensor([3.0, 4.0]), torch.tensor([0.0])
+a.grad, b.grad = torch.tensor([3.0, 4.0], device=device), torch.tensor([0.0], device=device)
 total = clip_grad_norm_([a, b], max_norm=10.0)
 print(
     f"max_norm=10.0: global norm {total:.4f}, left as "
@@ -30,9 +31,9 @@ assert a.grad.tolist() == [3.0, 4.0]
 # --8<-- [end:hand_calc]
 
 # --8<-- [start:norm_vs_value]
-g = torch.tensor([2.4, 0.6])
-by_norm = torch.zeros(2, requires_grad=True)
-by_value = torch.zeros(2, requires_grad=True)
+g = torch.tensor([2.4, 0.6], device=device)
+by_norm = torch.zeros(2, device=device, requires_grad=True)
+by_value = torch.zeros(2, device=device, requires_grad=True)
 by_norm.grad, by_value.grad = g.clone(), g.clone()
 clip_grad_norm_(by_norm, max_norm=1.0)
 clip_grad_value_(by_value, clip_value=1.0)
@@ -81,8 +82,9 @@ fig.tight_layout()
 
 # --8<-- [start:pytorch_usage]
 model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+model.to(device)
 optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
-x, y = torch.randn(32, 4), 100 * torch.randn(32, 1)
+x, y = torch.randn(32, 4, device=device), 100 * torch.randn(32, 1, device=device)
 
 loss = torch.nn.functional.mse_loss(model(x), y)
 loss.backward()
@@ -94,22 +96,37 @@ optimizer.zero_grad(set_to_none=True)
 print(f"gradient norm {norm:.1f} before clipping, {applied:.4f} in the step")
 # --8<-- [end:pytorch_usage]
 
+
+# --8<-- [start:norm_inside]
+@torch.no_grad()
+def clip_norm(parameters, max_norm, norm_type=2.0):
+    grads = [p.grad for p in parameters if p.grad is not None]
+    norms = [torch.linalg.vector_norm(g, norm_type) for g in grads]
+    total = torch.linalg.vector_norm(torch.stack(norms), norm_type)
+    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for g in grads:
+        g.mul_(coef)
+    return total
+
+
+# --8<-- [end:norm_inside]
+
 # --8<-- [start:reference]
 loss = torch.nn.functional.mse_loss(model(x), y)
 loss.backward()
-twin = copy.deepcopy(model)
-for p, q in zip(model.parameters(), twin.parameters()):
-    q.grad = p.grad.clone()
+twin, short = copy.deepcopy(model), copy.deepcopy(model)
+for p, q, r in zip(model.parameters(), twin.parameters(), short.parameters()):
+    q.grad, r.grad = p.grad.clone(), p.grad.clone()
 ours = clip_grad_norm_(model.parameters(), max_norm=1.0)
 theirs = torch.nn.utils.clip_grad_norm_(twin.parameters(), max_norm=1.0)
+mine = clip_norm(short.parameters(), max_norm=1.0)
 diff = max(
     (p.grad - q.grad).abs().max().item() for p, q in zip(model.parameters(), twin.parameters())
 )
-print(
-    f"total norm: gradflow_ref {ours:.6f}, torch {theirs:.6f}; "
-    f"largest gradient difference {diff:.1e}"
-)
+print(f"total norm: gradflow_ref {ours:.6f}, torch {theirs:.6f}, clip_norm {mine:.6f}")
+print(f"largest gradient difference, gradflow_ref against torch: {diff:.1e}")
 assert diff == 0.0 and ours.item() == theirs.item()
+assert all(torch.allclose(q.grad, r.grad) for q, r in zip(twin.parameters(), short.parameters()))
 # --8<-- [end:reference]
 
 
