@@ -10,7 +10,7 @@ export NO_MKDOCS_2_WARNING := 1
 export MPLBACKEND := Agg
 export OMP_NUM_THREADS := 1
 
-.PHONY: help env serve build offline test bench lighthouse screenshots linkcheck lock clean
+.PHONY: help env serve build offline test bench lighthouse screenshots linkcheck lock clean notebooks
 
 help:  ## list the tasks
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/'
@@ -55,6 +55,9 @@ screenshots: build  ## screenshot every widget in both colour schemes into build
 
 linkcheck: build  ## check every external link of the built site (needs the internet)
 	$(BIN)/python -m gradflow_site.links site
+
+notebooks: $(STAMP)  ## regenerate notebooks/ (what "Open in Colab" opens) from snippets/ and gradflow_ref/
+	$(BIN)/python -m gradflow_site.labs notebooks
 
 lock:  ## regenerate requirements.txt from requirements.in in a fresh environment
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv

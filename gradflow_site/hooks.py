@@ -290,7 +290,7 @@ def on_page_context(context, page, **kwargs):
     return context
 
 
-def on_page_content(html, page, files, **kwargs):
+def on_page_content(html, page, config, files, **kwargs):
     global _current_page
     import time
 
@@ -317,7 +317,12 @@ def on_page_content(html, page, files, **kwargs):
             log.warning(problem)
     _check_widget_data(html, page)
     if page.file.src_uri.endswith(".ipynb"):
+        from gradflow_site import lab_page
+
         html = lab_html.slim(html)  # drop the unused JupyterLab CSS mkdocs-jupyter inlines
+        lab = Path(page.file.src_uri).stem
+        html = lab_page.fold_setup(html, lab)
+        html = lab_page.add_links(html, lab, config.extra.get("repository", ""))
         html, undescribed = lab_html.describe_images(html, Path(page.file.src_uri).stem)
         for key in undescribed:
             log.warning(

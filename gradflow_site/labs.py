@@ -75,8 +75,35 @@ def _cell(kind: str, text: str) -> dict:
     return cell
 
 
+_WORDS = {  # how the chapters write these words in headings
+    "fp8": "FP8",
+    "fp16": "FP16",
+    "bf16": "BF16",
+    "fp32": "FP32",
+    "fp64": "FP64",
+    "tf32": "TF32",
+    "lr": "LR",
+    "ddp": "DDP",
+    "mlp": "MLP",
+    "gpu": "GPU",
+    "cpu": "CPU",
+    "zero": "ZeRO",
+    "fsdp": "FSDP",
+    "fsdp2": "FSDP2",
+    "sdpa": "SDPA",
+    "io": "IO",
+    "e4m3": "E4M3",
+    "e5m2": "E5M2",
+    "adamw": "AdamW",
+    "gpt": "GPT",
+    "llm": "LLM",
+}
+
+
 def _title(name: str) -> str:
-    return name.replace("_", " ").capitalize()
+    """Return a section name as a heading: "high_lr" -> "High LR", "fp16" -> "FP16"."""
+    words = [_WORDS.get(w, w) for w in name.split("_")]
+    return " ".join([words[0][:1].upper() + words[0][1:]] + words[1:])
 
 
 def notebook(name: str, title: str, package: Path = ROOT / "gradflow_ref") -> dict:

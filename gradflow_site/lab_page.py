@@ -1,0 +1,69 @@
+"""The executed lab pages: a download and an "Open in Colab" link, and the setup cell folded.
+
+hooks.py applies both to every rendered lab (labs/run/<name>.ipynb). The Colab link opens the
+committed copy of the notebook (notebooks/<name>.ipynb, kept equal to the generated one by
+tests/test_notebooks.py) in the repository that mkdocs.yml's `extra.repository` names.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+__all__ = ["colab_url", "add_links", "fold_setup"]
+
+_H1_END = re.compile(r"(<h1\b[^>]*>.*?</h1>)", re.S)
+_DIV = re.compile(r"<div\b|</div>")
+
+
+def colab_url(repository: str, name: str, branch: str = "main") -> str:
+    """Return the Colab address of notebooks/<name>.ipynb in a GitHub `repository` URL.
+
+    Raises:
+        ValueError: `repository` is not a https://github.com/OWNER/REPO address.
+    """
+    m = re.fullmatch(r"https://github\.com/([\w.-]+)/([\w.-]+?)/?", repository or "")
+    if not m:
+        raise ValueError(
+            f"colab_url: `repository` must be https://github.com/OWNER/REPO, got {repository!r}; "
+            "set extra.repository in mkdocs.yml."
+        )
+    return (
+        f"https://colab.research.google.com/github/{m.group(1)}/{m.group(2)}/blob/{branch}/"
+        f"notebooks/{name}.ipynb"
+    )
+
+
+def add_links(page_html: str, name: str, repository: str) -> str:
+    """Put a download link and an "Open in Colab" link under the lab's title."""
+    bar = (
+        '<p class="gf-lab-links">'
+        f'<a class="md-button" href="../../{name}.ipynb" download>Download this notebook</a> '
+        f'<a class="md-button" href="{html.escape(colab_url(repository, name))}">'
+        "Open in Colab</a></p>"
+    )
+    return _H1_END.sub(lambda m: m.group(1) + bar, page_html, count=1)
+
+
+def fold_setup(page_html: str, name: str) -> str:
+    """Fold the lab's setup cell (cell 1: the embedded gradflow_ref sources) into <details>."""
+    start = page_html.find(f'id="cell-id={name}-1"')
+    if start < 0:
+        return page_html
+    start = page_html.rfind("<div", 0, start)
+    depth = 0
+    for m in _DIV.finditer(page_html, start):
+        depth += 1 if m.group(0) == "<div" else -1
+        if depth == 0:
+            end = m.end()
+            break
+    else:
+        return page_html
+    summary = (
+        "Setup cell: writes the gradflow_ref modules this lab uses to a temporary folder "
+        "(long lines of source; open to read)"
+    )
+    return (
+        f'{page_html[:start]}<details class="gf-lab-setup"><summary>{summary}</summary>'
+        f"{page_html[start:end]}</details>{page_html[end:]}"
+    )
