@@ -7,14 +7,11 @@ Experiences on Accelerating Data Parallel Training" (VLDB 2020).
 
 import contextlib
 import datetime
-import json
 import math
 import os
 import socket
-import subprocess
-import sys
-import tempfile
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -37,6 +34,7 @@ __all__ = [
     "NoiseCurve",
     "gradient_noise",
     "DDPResult",
+    "ddp_accumulate_",
     "ddp_accumulation",
 ]
 
@@ -348,7 +346,7 @@ def gradient_noise(
 
 
 # ---------------------------------------------------------------------------------------------
-# Distributed accumulation: real processes, gloo on the loopback interface, DDP with no_sync().
+# Distributed accumulation: ranks started by torch.multiprocessing, gloo on 127.0.0.1, DDP.
 
 
 @dataclass
@@ -362,54 +360,68 @@ class DDPResult:
     allreduces_no_sync: int  # gradient all-reduces per optimizer step with no_sync()
     allreduces_sync_every_step: int  # gradient all-reduces per optimizer step without it
     seconds: float  # wall time, process start-up included
-    output: str = field(default="", repr=False)  # the ranks' stdout and stderr ("" when clean)
+    warnings: list[str] = field(default_factory=list, repr=False)  # what the ranks warned
 
     @property
     def allreduces_saved(self) -> int:
         return self.allreduces_sync_every_step - self.allreduces_no_sync
 
 
-class _HookState:
-    def __init__(self):
-        self.calls = 0  # one call per gradient bucket all-reduced
+def ddp_accumulate_(model: nn.Module, micro_batches: Sequence[MicroBatch], sync: str = "last"):
+    """Accumulate `micro_batches` in a DistributedDataParallel `model`, as build-nanogpt does.
+
+    Each micro-batch's mean loss is divided by their number; DDP averages over ranks. With
+    sync="last" every backward but the last runs under `model.no_sync()`, so the gradients are
+    summed locally and all-reduced once; with sync="every" each backward all-reduces.
+
+    Raises:
+        ValueError: `sync` is neither "last" nor "every".
+    """
+    if sync not in ("last", "every"):
+        raise ValueError(f"ddp_accumulate_: `sync` must be 'last' or 'every', got {sync!r}.")
+    micro_batches = _check_micro_batches(micro_batches, "ddp_accumulate_")
+    for k, (x, y) in enumerate(micro_batches):
+        last = k == len(micro_batches) - 1
+        with contextlib.nullcontext() if last or sync == "every" else model.no_sync():
+            loss = F.cross_entropy(model(x), y) / len(micro_batches)
+            loss.backward()  # under no_sync: local sum only; otherwise all-reduced here
 
 
-def _counting_allreduce_hook(state: _HookState, bucket):
-    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-
-    state.calls += 1
-    return allreduce_hook(None, bucket)  # DDP's own default: all-reduce, divide by world size
-
-
-def _ddp_worker() -> None:
-    """Run one rank; launched by ddp_accumulation as `python -c` with torchrun's variables."""
+def _ddp_rank(rank: int, world_size: int, port: int, spec: dict, results) -> None:
+    """Run one rank (started by torch.multiprocessing) and put its gradients in `results`."""
     import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    spec = json.loads(os.environ["GRADFLOW_DDP_SPEC"])
+    def counting_hook(calls: list, bucket):
+        calls.append(1)  # one call per gradient bucket all-reduced
+        return allreduce_hook(None, bucket)  # DDP's default: all-reduce, divide by world size
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    if (loopback := _loopback_interface()) is not None:
+        os.environ["GLOO_SOCKET_IFNAME"] = loopback  # gloo's data connections on loopback too
+    torch.set_num_threads(1)
     timeout = datetime.timedelta(seconds=spec["timeout_s"])
-    store = dist.TCPStore(
-        os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=timeout
-    )
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=timeout)
+    dist.init_process_group("gloo", rank=rank, world_size=world_size, timeout=timeout)
     try:
-        steps, tokens = spec["accum_steps"], spec["micro_batch_tokens"]
-        batches = make_micro_batches([tokens] * (world_size * steps), seed=spec["seed"])
-        mine = batches[rank * steps : (rank + 1) * steps]  # each rank sees its own data
-        out = {}
-        for mode in ("no_sync", "sync_every_step"):
-            model = DDP(make_model(seed=spec["seed"]))
-            state = _HookState()
-            model.register_comm_hook(state, _counting_allreduce_hook)
-            for k, (x, y) in enumerate(mine):
-                skip_sync = mode == "no_sync" and k < steps - 1
-                with model.no_sync() if skip_sync else contextlib.nullcontext():
-                    loss = F.cross_entropy(model(x), y) / steps  # DDP then averages over ranks
-                    loss.backward()
-            out[mode] = {"grad": flat_grad(model.module), "allreduces": state.calls}
-        torch.save(out, os.path.join(spec["out_dir"], f"rank{rank}.pt"))
-        dist.barrier()  # no rank tears down while the other still talks to it
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            steps, tokens = spec["accum_steps"], spec["micro_batch_tokens"]
+            batches = make_micro_batches([tokens] * (world_size * steps), seed=spec["seed"])
+            mine = batches[rank * steps : (rank + 1) * steps]  # each rank sees its own data
+            out = {}
+            for sync in ("last", "every"):
+                model, calls = DDP(make_model(seed=spec["seed"])), []
+                model.register_comm_hook(calls, counting_hook)
+                ddp_accumulate_(model, mine, sync)
+                out[sync] = (flat_grad(model.module).tolist(), len(calls))
+        # plain floats and a few hundred of them: the pipe never fills, the parent reads later
+        results.put((rank, out, [str(w.message) for w in caught]))
+        # no rank tears down while the other still talks to it; holding `barrier` until the group
+        # is gone keeps its last reference here: dropped by gloo's thread, it needs the GIL that
+        # destroy_process_group holds while it joins that thread (a deadlock, 3 runs in 150)
+        barrier = dist.barrier(async_op=True)
+        barrier.wait()
     finally:
         dist.destroy_process_group()
 
@@ -417,6 +429,72 @@ def _ddp_worker() -> None:
 def _loopback_interface() -> str | None:
     names = [name for _, name in socket.if_nameindex()]
     return next((n for n in ("lo", "lo0") if n in names), None)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _launch(world_size: int, spec: dict) -> list:
+    """Start the ranks with torch.multiprocessing, wait at most spec["timeout_s"], collect them.
+
+    Ranks are forked where the platform can (no re-import of the caller's script, so this runs
+    from a script, a notebook or a build alike) and spawned elsewhere, as torch.multiprocessing
+    .spawn does. No rank outlives this call: a rank still running at the deadline is killed.
+    """
+    import torch.multiprocessing as mp
+
+    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+    results = mp.get_context(method).SimpleQueue()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns that fork() in a multi-threaded process may deadlock the child; the
+        # ranks take no lock of the parent's (no CUDA, a fresh process group, their own threads)
+        warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks")
+        import torch._dynamo  # noqa: F401  DDP() imports it (2-4 s): once here, not in every rank
+
+        ranks = mp.start_processes(
+            _ddp_rank,
+            args=(world_size, _free_port(), spec, results),
+            nprocs=world_size,
+            join=False,
+            start_method=method,
+        )
+    deadline = time.monotonic() + spec["timeout_s"]
+    try:
+        while not ranks.join(timeout=max(0.0, min(0.1, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline:
+                raise RuntimeError(
+                    f"ddp_accumulation: the ranks did not finish in timeout_s="
+                    f"{spec['timeout_s']} seconds and were killed; raise `timeout_s` on a "
+                    "loaded machine."
+                )
+    finally:
+        for proc in ranks.processes:
+            if proc.is_alive():
+                proc.kill()
+            proc.join()
+    found = sorted(results.get() for _ in range(world_size))
+    results.close()
+    return found
+
+
+def _check_ddp(world_size, accum_steps, micro_batch_tokens, timeout_s) -> None:
+    import torch.distributed as dist
+
+    func = "ddp_accumulation"
+    sizes = {"world_size": world_size, "accum_steps": accum_steps}
+    for name, value in dict(sizes, micro_batch_tokens=micro_batch_tokens).items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{func}: `{name}` must be an int >= 1, got {value!r}.")
+    if not timeout_s > 0:
+        raise ValueError(f"{func}: `timeout_s` must be positive, got {timeout_s!r}.")
+    if not dist.is_available() or not dist.is_gloo_available():
+        raise RuntimeError(
+            f"{func}: this torch build has no gloo backend; install a torch "
+            "build with torch.distributed support."
+        )
 
 
 def ddp_accumulation(
@@ -428,11 +506,10 @@ def ddp_accumulation(
 ) -> DDPResult:
     """Accumulate under DistributedDataParallel in `world_size` real processes and check it.
 
-    Each rank runs `accum_steps` micro-batches, once syncing only on the last (`no_sync()` on
-    the others) and once syncing on every micro-step; a comm hook counts the all-reduces. The
-    ranks are separate Python processes started like torchrun starts them (RANK, WORLD_SIZE,
-    MASTER_ADDR, MASTER_PORT), talking over gloo on 127.0.0.1 only; this process hosts their
-    rendezvous store and computes the single-process big batch to compare with.
+    Each rank runs `ddp_accumulate_` on its own `accum_steps` micro-batches, once syncing only
+    on the last (`no_sync()` on the others) and once syncing on every micro-step; a comm hook
+    counts the all-reduces. The ranks are CPU processes started with torch.multiprocessing,
+    talking over gloo on 127.0.0.1; this process computes the single-process big batch.
 
     Args:
         world_size: processes to start (ranks).
@@ -446,124 +523,41 @@ def ddp_accumulation(
 
     Raises:
         ValueError: an argument below 1, or a non-positive timeout.
-        RuntimeError: a rank failed or the ranks did not finish in time (stderr included).
+        RuntimeError: this torch has no gloo, or the ranks did not finish in time.
+        torch.multiprocessing.ProcessRaisedException: a rank raised (its traceback included).
+
+    Example:
+        >>> ddp_accumulation(world_size=2, accum_steps=4).allreduces_saved
+        3
     """
-    import torch.distributed as dist
-
-    func = "ddp_accumulation"
-    for name, value in {
-        "world_size": world_size,
-        "accum_steps": accum_steps,
-        "micro_batch_tokens": micro_batch_tokens,
-    }.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{func}: `{name}` must be an int >= 1, got {value!r}.")
-    if not timeout_s > 0:
-        raise ValueError(f"{func}: `timeout_s` must be positive, got {timeout_s!r}.")
-    if not dist.is_available() or not dist.is_gloo_available():
-        raise RuntimeError(
-            f"{func}: this torch build has no gloo backend; install a torch "
-            "build with torch.distributed support."
-        )
+    _check_ddp(world_size, accum_steps, micro_batch_tokens, timeout_s)
     start = time.perf_counter()
-    # port 0: the OS picks a free port, so two runs at once cannot collide
-    store = dist.TCPStore(
-        "127.0.0.1",
-        0,
-        is_master=True,
-        wait_for_workers=False,
-        timeout=datetime.timedelta(seconds=timeout_s),
+    spec = dict(
+        accum_steps=accum_steps,
+        micro_batch_tokens=micro_batch_tokens,
+        seed=seed,
+        timeout_s=timeout_s,
     )
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with tempfile.TemporaryDirectory() as out_dir:
-        spec = {
-            "accum_steps": accum_steps,
-            "micro_batch_tokens": micro_batch_tokens,
-            "seed": seed,
-            "timeout_s": timeout_s,
-            "out_dir": out_dir,
-        }
-        # without PYTHONWARNINGS a rank's warning lands in `output` instead of killing the rank
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
-        env.update(
-            WORLD_SIZE=str(world_size),
-            MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=str(store.port),
-            OMP_NUM_THREADS="1",
-            GRADFLOW_DDP_SPEC=json.dumps(spec),
-            PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]),
-        )
-        if (loopback := _loopback_interface()) is not None:
-            env["GLOO_SOCKET_IFNAME"] = loopback  # gloo's data connections on loopback too
-        # os._exit after a clean return: gloo's and the store's C++ threads can otherwise abort
-        # the interpreter's shutdown ("terminate called without an active exception", seen
-        # about once in five runs); an exception still exits non-zero with its traceback
-        code = (
-            "import os, sys; from gradflow_ref.accumulation import _ddp_worker; _ddp_worker(); "
-            "sys.stdout.flush(); sys.stderr.flush(); os._exit(0)"
-        )
-        logs, procs = [], []
-        try:
-            for rank in range(world_size):
-                logs.append(open(os.path.join(out_dir, f"rank{rank}.log"), "w+"))
-                procs.append(
-                    subprocess.Popen(
-                        [sys.executable, "-c", code],
-                        env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank)),
-                        stdout=logs[-1],
-                        stderr=subprocess.STDOUT,
-                    )
-                )
-            deadline = start + timeout_s
-            for proc in procs:
-                proc.wait(timeout=max(deadline - time.perf_counter(), 0.01))
-        except subprocess.TimeoutExpired:
-            pass
-        finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-            text = []
-            for log in logs:
-                log.seek(0)
-                text.append(log.read())
-                log.close()
-        output = "".join(text)
-        codes = [proc.returncode for proc in procs]
-        if any(codes) or len(procs) < world_size:
-            raise RuntimeError(
-                f"{func}: the ranks exited with codes {codes} (negative: killed "
-                f"after timeout_s={timeout_s}); their output ends with:\n"
-                f"{output[-2000:]}"
-            )
-        ranks = [torch.load(os.path.join(out_dir, f"rank{r}.pt")) for r in range(world_size)]
-    del store
-
-    cfg = TaskConfig()
-    model = make_model(cfg, seed)
+    ranks = _launch(world_size, spec)
+    model = make_model(seed=seed)
     big_batch_grad_(
-        model, make_micro_batches([micro_batch_tokens] * (world_size * accum_steps), cfg, seed)
+        model, make_micro_batches([micro_batch_tokens] * (world_size * accum_steps), seed=seed)
     )
     reference = flat_grad(model)
-
-    def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
-        return (a - b).abs().max().item()
-
-    first = ranks[0]
+    grads = {
+        s: [torch.tensor(out[s][0], dtype=reference.dtype) for _, out, _ in ranks]
+        for s in ("last", "every")
+    }
+    first = ranks[0][1]
     return DDPResult(
         world_size=world_size,
         accum_steps=accum_steps,
         tokens=world_size * accum_steps * micro_batch_tokens,
-        max_abs_diff=max_diff(first["no_sync"]["grad"], reference),
-        max_abs_diff_sync_every_step=max_diff(first["sync_every_step"]["grad"], reference),
-        rank_disagreement=max(
-            max_diff(r[m]["grad"], first[m]["grad"])
-            for r in ranks
-            for m in ("no_sync", "sync_every_step")
-        ),
-        allreduces_no_sync=first["no_sync"]["allreduces"],
-        allreduces_sync_every_step=first["sync_every_step"]["allreduces"],
+        max_abs_diff=(grads["last"][0] - reference).abs().max().item(),
+        max_abs_diff_sync_every_step=(grads["every"][0] - reference).abs().max().item(),
+        rank_disagreement=max((g - gs[0]).abs().max().item() for gs in grads.values() for g in gs),
+        allreduces_no_sync=first["last"][1],
+        allreduces_sync_every_step=first["every"][1],
         seconds=time.perf_counter() - start,
-        output=output,
+        warnings=[w for _, _, caught in ranks for w in caught],
     )

@@ -1,6 +1,7 @@
 """gradflow_ref.accumulation: micro-batches against one big batch, alone and under DDP."""
 
 import math
+import time
 
 import pytest
 import torch
@@ -9,6 +10,7 @@ from gradflow_ref.accumulation import (
     TaskConfig,
     accumulate_grad_,
     big_batch_grad_,
+    ddp_accumulate_,
     ddp_accumulation,
     divisor_bug_update_ratio,
     flat_grad,
@@ -181,8 +183,8 @@ def test_ddp_accumulation_no_sync_saves_all_but_one_allreduce(ddp_result):
     assert ddp_result.allreduces_saved == 3
 
 
-def test_ddp_accumulation_ranks_print_nothing(ddp_result):
-    assert ddp_result.output == ""
+def test_ddp_accumulation_ranks_warn_nothing(ddp_result):
+    assert ddp_result.warnings == []
 
 
 def test_ddp_accumulation_rejects_accum_steps_below_one():
@@ -190,6 +192,31 @@ def test_ddp_accumulation_rejects_accum_steps_below_one():
         ddp_accumulation(accum_steps=0)
 
 
-def test_ddp_accumulation_kills_ranks_after_timeout():
-    with pytest.raises(RuntimeError, match=r"killed after timeout_s=0.5"):
-        ddp_accumulation(timeout_s=0.5)  # too short to even import torch in the ranks
+def test_ddp_accumulation_leaves_no_process_behind(ddp_result):
+    import multiprocessing
+
+    assert multiprocessing.active_children() == []
+
+
+def _hanging_rank(rank, *args):
+    time.sleep(60)
+
+
+def test_ddp_accumulation_kills_ranks_after_timeout(monkeypatch):
+    import multiprocessing
+
+    from gradflow_ref import accumulation
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("a patched rank reaches the children only when they are forked")
+    monkeypatch.setattr(accumulation, "_ddp_rank", _hanging_rank)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"did not finish in timeout_s=0.5 seconds"):
+        ddp_accumulation(timeout_s=0.5)
+    assert time.monotonic() - start < 10
+    assert multiprocessing.active_children() == []
+
+
+def test_ddp_accumulate_rejects_unknown_sync():
+    with pytest.raises(ValueError, match="`sync` must be 'last' or 'every', got 'never'"):
+        ddp_accumulate_(make_model(), make_micro_batches([4]), sync="never")
