@@ -1,11 +1,19 @@
 # --8<-- [start:imports]
+import contextlib
+import os
+import socket
+
 import matplotlib.pyplot as plt
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from gradflow_ref.accumulation import (
     accumulate_grad_,
     big_batch_grad_,
-    ddp_accumulation,
     divisor_bug_update_ratio,
     flat_grad,
     grad_accum_steps,
@@ -15,13 +23,15 @@ from gradflow_ref.accumulation import (
     split_micro_batches,
 )
 from gradflow_ref.clipping import angle_between
+from gradflow_ref.pipeline import WarmupCosine
 
+device = "cuda" if torch.cuda.is_available() else "cpu"
 torch.manual_seed(0)
 # --8<-- [end:imports]
 
 # --8<-- [start:equivalence]
-model = make_model()
-x, y = make_micro_batches([32])[0]
+model = make_model().to(device)
+x, y = (t.to(device) for t in make_micro_batches([32])[0])
 
 big_batch_grad_(model, [(x, y)])
 big = flat_grad(model).clone()
@@ -51,7 +61,7 @@ assert abs(ratio - 4) < 1e-12
 # --8<-- [end:divisor_bug]
 
 # --8<-- [start:unequal_tokens]
-uneven = make_micro_batches([2, 30, 5, 27], seed=1)
+uneven = [(x.to(device), y.to(device)) for x, y in make_micro_batches([2, 30, 5, 27], seed=1)]
 big_batch_grad_(model, uneven)
 truth = flat_grad(model).clone()
 results = {}
@@ -67,7 +77,7 @@ assert (results["global"] - truth).abs().max() < 1e-15
 # --8<-- [end:unequal_tokens]
 
 # --8<-- [start:clip_once]
-batches = make_micro_batches([8, 8, 8, 8], seed=2)
+batches = [(x.to(device), y.to(device)) for x, y in make_micro_batches([8, 8, 8, 8], seed=2)]
 big_batch_grad_(model, batches, max_norm=0.1)
 clipped_big = flat_grad(model).clone()
 for clip in ("once", "each"):
@@ -80,15 +90,32 @@ for clip in ("once", "each"):
 assert angle_between(clipped_big, g) > 5
 # --8<-- [end:clip_once]
 
+# --8<-- [start:schedule]
+accum_steps, warmup, total = 4, 10, 100
+lrs, at = {}, {}
+for where in ("per optimizer step", "per micro-batch"):
+    scheduler = WarmupCosine(torch.optim.AdamW(model.parameters(), lr=1e-3), warmup, total)
+    lrs[where] = []
+    for _ in range(total):
+        lrs[where].append(scheduler.get_last_lr()[0])
+        for _ in range(accum_steps if where == "per micro-batch" else 1):
+            scheduler.step()
+    at[where] = scheduler.last_step
+    zeros = sum(lr == 0 for lr in lrs[where])
+    print(f"scheduler.step() {where}: at schedule step {at[where]}, {zeros} steps at lr 0")
+assert at == {"per optimizer step": total, "per micro-batch": accum_steps * total}
+# --8<-- [end:schedule]
+
 # --8<-- [start:noise_figure]
-curve = gradient_noise(ns=(1, 2, 4, 8, 16), micro_batch_tokens=4, n_seeds=24)
+micro_tokens, draws = 4, 24
+curve = gradient_noise(ns=(1, 2, 4, 8, 16), micro_batch_tokens=micro_tokens, n_seeds=draws)
 fig, ax = plt.subplots(figsize=(5, 3.2))
-ax.loglog(curve.ns, curve.rel_error, "o-", color="C0", label="measured (24 draws per N)")
+ax.loglog(curve.ns, curve.rel_error, "o-", color="C0", label=f"measured ({draws} draws per N)")
 ax.loglog(curve.ns, curve.reference, "--", color="0.5", label=r"$1/\sqrt{N}$ from N = 1")
 ax.minorticks_off()
 ax.set_xticks(curve.ns, [str(n) for n in curve.ns])
 ax.set_yticks([0.5, 1, 2], ["0.5", "1", "2"])
-ax.set_xlabel("micro-batches accumulated, N (4 tokens each)")
+ax.set_xlabel(f"micro-batches accumulated, N ({micro_tokens} tokens each)")
 ax.set_ylabel("relative gradient error")
 ax.legend(frameon=False)
 fig.tight_layout()
@@ -105,15 +132,57 @@ for world_size in (1, 2, 8):
 assert 64 * 1024 * 8 == 524288 == 2**19
 # --8<-- [end:effective_batch]
 
-# --8<-- [start:ddp]
-result = ddp_accumulation(world_size=2, accum_steps=4)
-print(
-    f"2 processes x 4 micro-batches under DDP vs one process, one batch of "
-    f"{result.tokens} tokens: largest difference {result.max_abs_diff:.1e}"
+
+# --8<-- [start:no_sync]
+def accumulate(model, micro_batches, no_sync=True):
+    for k, (x, y) in enumerate(micro_batches):
+        last = k == len(micro_batches) - 1
+        with model.no_sync() if no_sync and not last else contextlib.nullcontext():
+            loss = F.cross_entropy(model(x), y) / len(micro_batches)
+            loss.backward()
+
+
+# --8<-- [end:no_sync]
+
+
+# --8<-- [start:ddp_run]
+def count_allreduces(calls, bucket):
+    calls.append(1)
+    return allreduce_hook(None, bucket)
+
+
+def rank_main(rank, world_size, port, accum_steps, results):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    batches = make_micro_batches([8] * (world_size * accum_steps))
+    mine = batches[rank * accum_steps : (rank + 1) * accum_steps]
+    for no_sync in (True, False):
+        model, calls = DDP(make_model()), []
+        model.register_comm_hook(calls, count_allreduces)
+        accumulate(model, mine, no_sync)
+        results.put((rank, no_sync, flat_grad(model.module).tolist(), len(calls)))
+    barrier = dist.barrier(async_op=True)
+    barrier.wait()
+    dist.destroy_process_group()
+
+
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+world_size, accum_steps = 2, 4
+results = mp.get_context("fork").SimpleQueue()
+mp.start_processes(
+    rank_main, (world_size, port, accum_steps, results), world_size, start_method="fork"
 )
-print(
-    f"all-reduces per step: {result.allreduces_sync_every_step} syncing every micro-step, "
-    f"{result.allreduces_no_sync} with no_sync(); {result.allreduces_saved} saved"
+ranks = [results.get() for _ in range(2 * world_size)]
+model = make_model()
+big_batch_grad_(model, make_micro_batches([8] * (world_size * accum_steps)))
+reference = flat_grad(model)
+diff = max(
+    (torch.tensor(g, dtype=torch.float64) - reference).abs().max().item() for *_, g, _ in ranks
 )
-assert result.max_abs_diff < 1e-15 and result.allreduces_saved == 3
-# --8<-- [end:ddp]
+allreduces = {no_sync: calls for _, no_sync, _, calls in ranks}
+print(f"{world_size} ranks x {accum_steps} micro-batches vs one process: max difference {diff:.0e}")
+print(f"all-reduces per step: {allreduces[False]} without no_sync(), {allreduces[True]} with it")
+assert diff < 1e-15 and allreduces == {True: 1, False: accum_steps}
+# --8<-- [end:ddp_run]
