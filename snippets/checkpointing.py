@@ -1,15 +1,12 @@
 # --8<-- [start:imports]
-import json
 import warnings
 from functools import partial
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
 from torch.utils.checkpoint import checkpoint as torch_checkpoint
 from torch.utils.checkpoint import checkpoint_sequential as torch_checkpoint_sequential
 
-import gradflow_ref
 from gradflow_ref.checkpointing import (
     checkpoint,
     checkpoint_sequential,
@@ -19,15 +16,16 @@ from gradflow_ref.checkpointing import (
 )
 from gradflow_ref.memory import GPT, MemoryConfig
 
+device = "cuda" if torch.cuda.is_available() else "cpu"
 torch.manual_seed(0)
 width, batch = 32, 16
 unit = batch * width * 4
-x = torch.randn(batch, width)
+x = torch.randn(batch, width, device=device)
 # --8<-- [end:imports]
 
 # --8<-- [start:activation_problem]
 for depth in (8, 16, 32, 64):
-    net = mlp(depth, width)
+    net = mlp(depth, width, device=device)
     stats = measure(partial(net, x), net)
     print(
         f"{depth:>2} layers: {stats.saved_bytes / 1024:5.1f} KiB held for backward "
@@ -37,7 +35,7 @@ assert stats.saved_bytes == (depth + 1) * unit
 # --8<-- [end:activation_problem]
 
 # --8<-- [start:segments]
-net = mlp(64, width)
+net = mlp(64, width, device=device)
 plain = measure(lambda: net(x), net)
 ours = measure(lambda: checkpoint_sequential(net, 8, x), net)
 ref = measure(lambda: torch_checkpoint_sequential(net, 8, x, use_reentrant=False), net)
@@ -87,15 +85,6 @@ stats = measure(partial(checkpoint_sequential, net, 8, x), net)
 extra = stats.recomputed / 64
 print(f"recomputed layer forwards: {stats.recomputed} of 64 = {extra:.3f} of a forward pass")
 print(f"counted compute (backward = 2 forwards): +{extra / 3:.0%}")
-results = Path(gradflow_ref.__file__).resolve().parents[1] / "results"
-runs = [json.loads(p.read_text()) for p in sorted(results.glob("bench-*.json"))]
-for run in runs:
-    rows = {row["k"]: row for row in run["checkpointing"]["rows"]}
-    print(
-        f"wall time, K = 8 against no checkpointing: "
-        f"{rows[8]['seconds'] / rows[64]['seconds']:.2f}x on {run['device']} "
-        f"(width {run['checkpointing']['width']}, measured {run['date']})"
-    )
 assert stats.recomputed == 64 - 8
 # --8<-- [end:overhead]
 
@@ -110,13 +99,13 @@ def run_layers(layers, h, wrap):
 cfg = MemoryConfig(
     n_layers=16, hidden=64, n_heads=4, seq_len=32, micro_batch=2, vocab=96, dropout=False
 )
-gpt = GPT(cfg)
-h0 = gpt.embed(torch.randint(0, cfg.vocab, (2, 32))).detach()
+gpt = GPT(cfg).to(device)
+h0 = gpt.embed(torch.randint(0, cfg.vocab, (2, 32), device=device)).detach()
 cases = {
     "64-layer MLP, no checkpointing": (net, x, lambda i: False),
     "64-layer MLP, every layer": (net, x, lambda i: True),
     "16-block GPT, no checkpointing": (gpt.layers, h0, lambda i: False),
-    "16-block GPT, every 4th block (seed)": (gpt.layers, h0, lambda i: i % 4 == 0),
+    "16-block GPT, every 4th block": (gpt.layers, h0, lambda i: i % 4 == 0),
     "16-block GPT, every block": (gpt.layers, h0, lambda i: True),
 }
 held = {}
@@ -150,35 +139,23 @@ print(
     f"{stats.recomputed} layers recomputed"
 )
 
-net.zero_grad()
+# --8<-- [end:pytorch_usage]
+
+# --8<-- [start:reentrant]
+net.zero_grad(set_to_none=True)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     torch_checkpoint_sequential(net, 8, x).sum().backward()
 missing = sum(p.grad is None for p in net.parameters())
-print(
-    f"checkpoint_sequential(net, 8, x) without use_reentrant: {len(caught)} warnings, "
-    f"{missing} of {len(list(net.parameters()))} parameters get no gradient"
-)
-assert missing == 7 * 8 * 2
-# --8<-- [end:pytorch_usage]
-
-# --8<-- [start:gpu_sweep]
-gpu_runs = [r for r in runs if r["device_type"] == "cuda"]
-for run in gpu_runs:
-    sweep = run["checkpointing"]
-    print(
-        f"{run['device']}, torch {run['torch']}, {run['date']}: {sweep['n_layers']} layers, "
-        f"width {sweep['width']}, batch {sweep['batch']}"
-    )
-    for row in sweep["rows"]:
-        print(
-            f"  K = {row['k']:>2}: {row['peak_bytes'] / 2**20:8.1f} MiB peak, "
-            f"{row['saved_activations']:5.1f} activations held, {row['recomputed']:>2} "
-            f"recomputed, {row['seconds'] * 1e3:7.2f} ms"
-        )
-if not gpu_runs:
-    print(
-        "No GPU benchmark is committed: every figure on this page was measured on a CPU, "
-        "the bytes and counts while the page was built."
-    )
-# --8<-- [end:gpu_sweep]
+messages = [str(w.message) for w in caught]
+for message in dict.fromkeys(messages):
+    print(f"{messages.count(message)} x warning: {message[:64]}...")
+print(f"{missing} of {len(list(net.parameters()))} parameter tensors got no gradient")
+try:
+    torch_checkpoint(lambda h, scale: net(h) * scale, x, scale=2.0, use_reentrant=True)
+except ValueError as err:
+    print(f"keyword argument, use_reentrant=True: ValueError: {err}")
+kept = torch_checkpoint(lambda h, scale: net(h) * scale, x, scale=2.0, use_reentrant=False)
+print(f"keyword argument, use_reentrant=False: output shape {tuple(kept.shape)}")
+assert missing == 7 * 8 * 2 and sum("None of the inputs" in m for m in messages) == 7
+# --8<-- [end:reentrant]
