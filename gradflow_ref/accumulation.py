@@ -475,6 +475,9 @@ def _launch(world_size: int, spec: dict) -> list:
             if proc.is_alive():
                 proc.kill()
             proc.join()
+        for path in ranks.error_files:  # a rank that raised left its traceback there
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
     found = sorted(results.get() for _ in range(world_size))
     results.close()
     return found

@@ -217,6 +217,30 @@ def test_ddp_accumulation_kills_ranks_after_timeout(monkeypatch):
     assert multiprocessing.active_children() == []
 
 
+def _raising_rank(rank, *args):
+    raise ValueError(f"rank {rank} fails on purpose")
+
+
+def test_ddp_accumulation_reraises_a_rank_error_and_leaves_no_file(monkeypatch, tmp_path):
+    import multiprocessing
+    import tempfile
+
+    from torch.multiprocessing import ProcessRaisedException
+
+    from gradflow_ref import accumulation
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("a patched rank reaches the children only when they are forked")
+    import torch._dynamo  # noqa: F401  its import makes torch's cache dir <tempdir>/torchinductor_*
+
+    monkeypatch.setattr(accumulation, "_ddp_rank", _raising_rank)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # torch's per-rank error files
+    with pytest.raises(ProcessRaisedException, match="fails on purpose"):
+        ddp_accumulation(timeout_s=30)
+    assert list(tmp_path.iterdir()) == []
+    assert multiprocessing.active_children() == []
+
+
 def test_ddp_accumulate_rejects_unknown_sync():
     with pytest.raises(ValueError, match="`sync` must be 'last' or 'every', got 'never'"):
         ddp_accumulate_(make_model(), make_micro_batches([4]), sync="never")
