@@ -21,9 +21,10 @@ assert ridge_h200 < ridge_h100
 # --8<-- [end:ridge]
 
 # --8<-- [start:roofline]
-decode = roofline.Matmul(m=1, n=11008, k=4096, dtype_bytes=2)
-prefill = roofline.Matmul(m=4096, n=11008, k=4096, dtype_bytes=2)
-for label, mm in (("1 token", decode), ("4096 tokens", prefill)):
+hidden, mlp, tokens = 4096, 11008, 4096
+decode = roofline.Matmul(m=1, n=mlp, k=hidden, dtype_bytes=2)
+prefill = roofline.Matmul(m=tokens, n=mlp, k=hidden, dtype_bytes=2)
+for label, mm in (("1 token", decode), (f"{tokens} tokens", prefill)):
     b = roofline.matmul_bound(mm, "H100 SXM", "bf16")
     print(
         f"{label:12} {mm.intensity:7.1f} FLOP/byte  {b.attainable_flops / 1e12:6.1f} TFLOP/s  "
@@ -35,13 +36,13 @@ assert bound_decode.bound == "memory" and bound_prefill.bound == "compute"
 # --8<-- [end:roofline]
 
 # --8<-- [start:attention_io]
-sram = 192 * 1024
-for n in (1024, 4096, 16384):
-    standard = roofline.attention_hbm_bytes(n, 64)
-    flash = roofline.flash_attention_hbm_bytes(n, 64, sram)
+sram, head_dim, seq = 192 * 1024, 64, 4096
+for n in (1024, seq, 16384):
+    standard = roofline.attention_hbm_bytes(n, head_dim)
+    flash = roofline.flash_attention_hbm_bytes(n, head_dim, sram)
     print(f"N={n:6}: standard {standard / 2**20:8.1f} MiB, flash {flash / 2**20:7.1f} MiB")
-io_ratio = roofline.attention_hbm_bytes(4096, 64) / roofline.flash_attention_hbm_bytes(
-    4096, 64, sram
+io_ratio = roofline.attention_hbm_bytes(seq, head_dim) / roofline.flash_attention_hbm_bytes(
+    seq, head_dim, sram
 )
 assert io_ratio > 1
 # --8<-- [end:attention_io]

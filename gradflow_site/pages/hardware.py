@@ -214,20 +214,28 @@ def roofline_widget() -> str:
     return widget("roofline", roofline_data(), static=svg(roofline_figure()))
 
 
+ATTENTION_DIMS = (64, 128)  # head dimensions the attention figure draws
+# L1/shared memory per SM of the A100 and the H100 (gradflow_ref.hardware.ON_CHIP), in KiB
+ATTENTION_SRAM_KIB = {
+    name: ON_CHIP[name].l1_shared_kib_per_sm for name in ("A100 80GB SXM", "H100 SXM")
+}
+
+
 def attention_figure():
     """Return a figure of HBM bytes per head, standard attention against FlashAttention."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 3.6))
     lengths = [2**e for e in range(8, 17)]
-    for i, d in enumerate((64, 128)):
+    srams = [kib * 1024 for kib in ATTENTION_SRAM_KIB.values()]
+    for i, d in enumerate(ATTENTION_DIMS):
         ax.plot(
             lengths,
             [roofline.attention_hbm_bytes(n, d) / 2**20 for n in lengths],
             color=f"C{i}",
             label=f"standard, d={d}",
         )
-        for sram, style in ((192 * 1024, "--"), (256 * 1024, ":")):
+        for sram, style in zip(srams, ("--", ":")):
             ax.plot(
                 lengths,
                 [roofline.flash_attention_hbm_bytes(n, d, sram) / 2**20 for n in lengths],
