@@ -330,7 +330,10 @@ _TAGS = re.compile(r"<[^>]+>")
 
 
 def _plain(fragment: str) -> str:
-    return " ".join(html.unescape(_TAGS.sub("", fragment)).split())
+    """Return the text of an HTML fragment; inline TeX keeps its source without delimiters."""
+    text = html.unescape(_TAGS.sub("", fragment))
+    text = re.sub(r"\\[()\[\]]", "", text)  # \( \) \[ \] of arithmatex
+    return " ".join(text.split())
 
 
 def _figure_before(page_html: str, end: int) -> int | None:

@@ -174,3 +174,12 @@ def test_strict_build_fails_on_a_bad_inline_value(tmp_path):
         "docs/index.md:7: inline value `{python} nope` raised NameError: name 'nope' is not "
         "defined" in result.stderr
     )
+
+
+def test_caption_text_drops_tex_delimiters_from_the_accessible_name():
+    page = (
+        f'<figure class="gf-figure"><svg aria-label="{inline.ALT_PLACEHOLDER}"></svg></figure>'
+        '<p class="gf-caption">Grows as <span class="arithmatex">\\(N^2\\)</span>.</p>'
+    )
+    out, _ = inline.attach_captions(page, PAGE)
+    assert 'aria-label="Grows as N^2."' in out
