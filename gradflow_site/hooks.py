@@ -77,6 +77,12 @@ def on_config(config, **kwargs):
     torch.set_num_threads(1)
     # read by the executed labs' setup cell (gradflow_site/labs.py): batch each cell's output
     os.environ["GRADFLOW_SITE_BUILD"] = "1"
+    # torch's compiler cache (created when an optimizer first steps) goes under .cache/, not
+    # into the temporary directory, where every build would leave a folder
+    os.environ.setdefault(
+        "TORCHINDUCTOR_CACHE_DIR",
+        str(Path(config.config_file_path).parent / ".cache" / "torchinductor"),
+    )
     exec_cache.install()
     # mkdocs-jupyter caches its rendering of a notebook by the notebook's bytes (outputs
     # included); the folder name adds the package versions, and tests and CI turn it off
@@ -434,7 +440,9 @@ def on_post_page(output, page, config, **kwargs):
 
 
 def on_post_build(config, **kwargs):
-    from gradflow_site import exec_cache
+    from gradflow_site import exec_cache, lab_runs
+
+    lab_runs.cleanup()  # the executed labs' temporary copies have been rendered
 
     shown_path = os.environ.get("GRADFLOW_SHOWN_BLOCKS")
     if shown_path:

@@ -44,6 +44,19 @@ def _kill_all() -> None:
 
 atexit.register(_kill_all)
 
+_temp_dirs: list[Path] = []  # executed copies outside the cache: removed after the build
+
+
+def cleanup() -> None:
+    """Remove the temporary folders of this build's executed labs (hooks.on_post_build)."""
+    import shutil
+
+    while _temp_dirs:
+        shutil.rmtree(_temp_dirs.pop(), ignore_errors=True)
+
+
+atexit.register(cleanup)
+
 
 def start(uri: str, notebook: Path, cache_root: Path | None, versions: str) -> LabRun:
     """Start executing `notebook` for the page `uri`, unless a cached copy exists; return it.
@@ -65,6 +78,7 @@ def start(uri: str, notebook: Path, cache_root: Path | None, versions: str) -> L
             return run
     else:
         src_dir = Path(tempfile.mkdtemp(prefix="gradflow-lab-"))
+        _temp_dirs.append(src_dir)
     target = src_dir / uri
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp_name = f".{target.stem}.{os.getpid()}.tmp"

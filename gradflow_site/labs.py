@@ -116,10 +116,11 @@ def notebook(name: str, title: str, package: Path = ROOT / "gradflow_ref") -> di
     setup = (
         "# Setup: write the gradflow_ref modules this lab uses to a temporary folder and import\n"
         "# them from there (generated from the repository; needs only torch and matplotlib).\n"
-        "import os, sys, tempfile\n"
+        "import atexit, os, shutil, sys, tempfile\n"
         "from pathlib import Path\n\n"
         f"_SOURCES = {json.dumps(files, indent=0, sort_keys=True)}\n\n"
         "_lib = Path(tempfile.mkdtemp(prefix='gradflow_lab_'))\n"
+        "atexit.register(shutil.rmtree, _lib, True)  # removed when the kernel stops\n"
         "(_lib / 'gradflow_ref').mkdir()\n"
         "for _name, _text in _SOURCES.items():\n"
         "    (_lib / 'gradflow_ref' / _name).write_text(_text)\n"

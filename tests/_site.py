@@ -17,6 +17,8 @@ def mkdocs_build(
 
     The execution cache is off unless `cache` is true: tests build clean, as CI does.
     """
+    tmp = Path(f"{site_dir}.tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
     env = dict(
         os.environ,
         NO_MKDOCS_2_WARNING="1",
@@ -25,6 +27,8 @@ def mkdocs_build(
         GRADFLOW_EXEC_CACHE="1" if cache else "0",
         # what every shown code block printed, for tests/test_copy_run.py
         GRADFLOW_SHOWN_BLOCKS=f"{site_dir}.shown.json",
+        # a temporary directory of its own: tests/test_leftovers.py checks it is left empty
+        TMPDIR=str(tmp),
     )
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)]
     if config is not None:

@@ -54,7 +54,9 @@ def test_notebook_runs_from_an_empty_folder(name, tmp_path):
     (run / "notebook.py").write_text("\n\n".join(code) + "\n", encoding="utf-8")
     (run / "colab.py").write_text(COLAB.format(root=str(ROOT)), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "GRADFLOW"))}
-    env.update(MPLBACKEND="Agg", OMP_NUM_THREADS="1", TMPDIR=str(tmp_path))
+    temp = tmp_path / "tmp"  # the notebook's own temporary directory: left empty
+    temp.mkdir()
+    env.update(MPLBACKEND="Agg", OMP_NUM_THREADS="1", TMPDIR=str(temp))
     result = subprocess.run(
         [sys.executable, "-I", "-W", "error", "colab.py"],
         cwd=run,
@@ -67,6 +69,9 @@ def test_notebook_runs_from_an_empty_folder(name, tmp_path):
         f"labs/{name}.ipynb fails outside the repository:\n" + (result.stderr[-3000:])
     )
     assert result.stdout.strip(), f"labs/{name}.ipynb printed nothing"
+    # torchinductor_<user> is torch's own compiler cache, made once and reused by every run
+    left = [p.name for p in temp.iterdir() if not p.name.startswith("torchinductor_")]
+    assert not left, f"labs/{name}.ipynb left {left} in the temporary directory"
 
 
 @pytest.mark.parametrize("name", sorted(CHAPTERS))
