@@ -46,6 +46,21 @@ def _commit(root: Path) -> str:
     return sha + ("+dirty" if dirty.strip() else "")
 
 
+def _commit_epoch(root: Path) -> str | None:
+    """Return the last commit's time as seconds since the epoch, or None outside git."""
+    try:
+        out = subprocess.run(
+            ["git", "log", "-1", "--format=%ct"],
+            cwd=root,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out if out.isdigit() else None
+
+
 class _PageNameFilter(logging.Filter):
     """Prefix markdown-exec's execution errors with the page they come from."""
 
@@ -94,6 +109,12 @@ def on_config(config, **kwargs):
         )
     root = Path(config.config_file_path).parent
     commit = _commit(root)
+    # reproducible on any day: pages and sitemap.xml carry the last commit's date, not today's
+    # (MkDocs reads SOURCE_DATE_EPOCH; a caller's own value wins)
+    if "SOURCE_DATE_EPOCH" not in os.environ:
+        epoch = _commit_epoch(root)
+        if epoch:
+            os.environ["SOURCE_DATE_EPOCH"] = epoch
     _stamp = (
         '<p class="gf-stamp">{what}: torch '
         f"{torch.__version__}, Python {platform.python_version()}, commit <code>{commit}</code>."
