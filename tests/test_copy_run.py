@@ -18,6 +18,7 @@ import textwrap
 
 import pytest
 
+from tests._pending import param
 from tests._site import ROOT
 from tests.test_drift import PYTHON, code_blocks
 
@@ -106,7 +107,7 @@ def run_as_copied(page, workdir) -> tuple[subprocess.CompletedProcess, list[tupl
 
 
 @pytest.mark.build
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", [param(p.name, p) for p in PAGES])
 def test_shown_code_runs_as_copied(page, tmp_path, request):
     result, blocks = run_as_copied(page, tmp_path)
     rel = page.relative_to(ROOT)
