@@ -17,8 +17,6 @@ __all__ = ["MARKER", "check_includes", "explain", "register_page"]
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "@@gf-error@@"  # hooks.py's log filter shows only what follows it
-_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`\n]*)$")
-_EXEC = re.compile(r"""\bexec\s*=\s*["']?(?:1|true|yes|on)\b""", re.I)
 _INCLUDE = re.compile(r'^\s*--8<--\s+"(?P<file>[^":]+)(?::(?P<section>[\w\-]+))?"\s*$')
 
 # code of each executed block -> where each of its lines comes from ("file", line)
@@ -52,32 +50,25 @@ def register_page(markdown: str, path: str, offset: int = 0) -> None:
         path: the page as "docs/<file>.md".
         offset: lines of front matter above the body.
     """
+    from gradflow_site.inline import _fences
+
     lines = markdown.split("\n")
-    i = 0
-    while i < len(lines):
-        m = _FENCE.match(lines[i])
-        if not m:
-            i += 1
+    for fence in _fences(lines):
+        if not fence.executed:
             continue
-        char, size, start = m.group("fence")[0], len(m.group("fence")), i
-        close = re.compile(rf"^[ \t]*{re.escape(char)}{{{size},}}[ \t]*$")
-        i += 1
         code, origins = [], []
-        while i < len(lines) and not close.match(lines[i]):
-            text = lines[i][len(m.group("indent")) :]
+        for i in range(fence.start + 1, fence.end):
+            text = lines[i][len(fence.indent) :]
             inc = _INCLUDE.match(text)
+            found = _section(inc.group("file"), inc.group("section")) if inc else None
             if inc:
-                for s_text, s_line in _section(inc.group("file"), inc.group("section")):
-                    code.append(s_text)
-                    origins.append((inc.group("file"), s_line))
+                code += [t for t, _ in found]
+                origins += [(inc.group("file"), n) for _, n in found]
             else:
                 code.append(text)
                 origins.append((path, i + 1 + offset))
-            i += 1
-        if _EXEC.search(m.group("info")):
-            # pymdownx.snippets dedents a section; match on the stripped lines
-            _origins[_key("\n".join(code))] = [(path, start + 1 + offset)] + origins
-        i += 1
+        # pymdownx.snippets dedents a section; match on the stripped lines
+        _origins[_key("\n".join(code))] = [(path, fence.start + 1 + offset)] + origins
 
 
 def _key(code: str) -> str:

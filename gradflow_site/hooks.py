@@ -24,41 +24,29 @@ _current_page: str | None = None
 _stamp: str = ""
 
 
+def _git(root: Path, *args: str) -> str | None:
+    """Return what `git ARGS` prints in `root`, stripped, or None outside a git checkout."""
+    try:
+        return subprocess.run(
+            ["git", *args], cwd=root, check=True, capture_output=True, text=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
 def _commit(root: Path) -> str:
     """Return the short commit of the checkout, with "+dirty" for uncommitted changes."""
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"],
-            cwd=root,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
+    sha = _git(root, "rev-parse", "--short=12", "HEAD")
+    dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
+    if sha is None or dirty is None:
         return "unknown (not a git checkout)"
-    return sha + ("+dirty" if dirty.strip() else "")
+    return sha + ("+dirty" if dirty else "")
 
 
 def _commit_epoch(root: Path) -> str | None:
     """Return the last commit's time as seconds since the epoch, or None outside git."""
-    try:
-        out = subprocess.run(
-            ["git", "log", "-1", "--format=%ct"],
-            cwd=root,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return out if out.isdigit() else None
+    out = _git(root, "log", "-1", "--format=%ct")
+    return out if out and out.isdigit() else None
 
 
 class _PageNameFilter(logging.Filter):

@@ -55,3 +55,27 @@ def child_config(
         encoding="utf-8",
     )
     return cfg
+
+
+def tiny_build(tmp: Path, page: str) -> subprocess.CompletedProcess:
+    """Build a one-page site with only the hooks and markdown-exec; return the process.
+
+    For tests of the build's own messages: seconds instead of the whole guide's build.
+    """
+    (tmp / "docs").mkdir(parents=True, exist_ok=True)
+    (tmp / "docs" / "index.md").write_text(page, encoding="utf-8")
+    (tmp / "mkdocs.yml").write_text(
+        "site_name: t\nstrict: true\nplugins: [markdown-exec]\n"
+        f"hooks: [{ROOT / 'gradflow_site' / 'hooks.py'}]\n"
+        "markdown_extensions: [admonition, attr_list, pymdownx.details, pymdownx.superfences]\n",
+        encoding="utf-8",
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT), GRADFLOW_EXEC_CACHE="0", NO_MKDOCS_2_WARNING="1")
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict"],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from gradflow_site import errors
-from tests._site import ROOT
+from tests._site import tiny_build
 
 
 def raised(code: str) -> BaseException:
@@ -61,26 +57,10 @@ def test_check_includes_names_a_missing_file():
 
 @pytest.mark.build
 def test_strict_build_reports_a_raising_block_once(tmp_path):
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "index.md").write_text(
+    result = tiny_build(
+        tmp_path,
         '# T\n\n```python exec="1" session="t"\nx = 1\ny = nope\n```\n\n'
         '```python exec="1" session="t"\nprint(y)\n```\n\nValue `{python} y`.\n',
-        encoding="utf-8",
-    )
-    (tmp_path / "mkdocs.yml").write_text(
-        "site_name: t\nstrict: true\nplugins: [markdown-exec]\n"
-        f"hooks: [{ROOT / 'gradflow_site' / 'hooks.py'}]\n"
-        "markdown_extensions: [admonition, attr_list, pymdownx.details, pymdownx.superfences]\n",
-        encoding="utf-8",
-    )
-    env = dict(os.environ, PYTHONPATH=str(ROOT), GRADFLOW_EXEC_CACHE="0", NO_MKDOCS_2_WARNING="1")
-    result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
     )
     warnings = [line for line in result.stderr.splitlines() if line.startswith("WARNING")]
     assert result.returncode == 1

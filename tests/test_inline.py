@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 from gradflow_site import inline
-from tests._site import ROOT
+from tests._site import tiny_build
 
 PAGE = "docs/x.md"
 
@@ -148,26 +145,10 @@ def test_caption_without_figure_is_a_problem():
 
 @pytest.mark.build
 def test_strict_build_fails_on_a_bad_inline_value(tmp_path):
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "index.md").write_text(
+    result = tiny_build(
+        tmp_path,
         '# T\n\n```python exec="1" session="t"\nx = 1\n```\n\nGood `{python} x`, bad '
         "`{python} nope`.\n",
-        encoding="utf-8",
-    )
-    (tmp_path / "mkdocs.yml").write_text(
-        "site_name: t\nstrict: true\nplugins: [markdown-exec]\n"
-        f"hooks: [{ROOT / 'gradflow_site' / 'hooks.py'}]\n"
-        "markdown_extensions: [admonition, attr_list, pymdownx.details, pymdownx.superfences]\n",
-        encoding="utf-8",
-    )
-    env = dict(os.environ, PYTHONPATH=str(ROOT), GRADFLOW_EXEC_CACHE="0", NO_MKDOCS_2_WARNING="1")
-    result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
     )
     assert result.returncode == 1
     assert (
