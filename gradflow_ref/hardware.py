@@ -38,6 +38,18 @@ class GPU:
     source: str = ""  # the datasheet every figure above is from
 
 
+# the H100 SXM and H200 SXM datasheets list the same compute (dense halves of the "with
+# sparsity" figures); the H200 differs in memory and bandwidth
+_HOPPER_SXM_TFLOPS = {
+    "fp64": 34.0,
+    "fp64_tensor": 67.0,
+    "fp32": 67.0,
+    "tf32": 494.5,
+    "bf16": 989.5,
+    "fp16": 989.5,
+    "fp8": 1979.0,
+}
+
 GPUS: dict[str, GPU] = {
     "A100 80GB SXM": GPU(
         name="A100 80GB SXM",
@@ -61,15 +73,7 @@ GPUS: dict[str, GPU] = {
         memory_bytes_per_s=3.35e12,
         nvlink_bytes_per_s=900e9,
         pcie_bytes_per_s=128e9,
-        tflops={
-            "fp64": 34.0,
-            "fp64_tensor": 67.0,
-            "fp32": 67.0,
-            "tf32": 494.5,
-            "bf16": 989.5,
-            "fp16": 989.5,
-            "fp8": 1979.0,
-        },
+        tflops=dict(_HOPPER_SXM_TFLOPS),
         source=H100_DATASHEET,
     ),
     "H200 SXM": GPU(
@@ -78,15 +82,7 @@ GPUS: dict[str, GPU] = {
         memory_bytes_per_s=4.8e12,
         nvlink_bytes_per_s=900e9,
         pcie_bytes_per_s=128e9,
-        tflops={
-            "fp64": 34.0,
-            "fp64_tensor": 67.0,
-            "fp32": 67.0,
-            "tf32": 494.5,
-            "bf16": 989.5,
-            "fp16": 989.5,
-            "fp8": 1979.0,
-        },
+        tflops=dict(_HOPPER_SXM_TFLOPS),
         source=H200_PAGE,
     ),
 }
