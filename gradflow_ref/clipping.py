@@ -66,19 +66,27 @@ _CLIP_VALUE_FIX = "pass the largest absolute gradient element to let through, e.
 
 
 def _norm_type(norm_type, func: str) -> float:
+    if isinstance(norm_type, torch.Tensor) and norm_type.numel() == 1:
+        norm_type = norm_type.item()  # torch takes a one-element tensor as its number
     if isinstance(norm_type, bool) or not isinstance(norm_type, (numbers.Real, str)):
         raise TypeError(
-            f"{func}: `norm_type` must be a number or 'inf', got {type(norm_type).__name__}."
+            f"{func}: `norm_type` must be a number or 'inf', got {type(norm_type).__name__}; "
+            "use 2.0 (Euclidean) unless you need another."
         )
     try:
-        p = float(norm_type)  # accepts 2, 2.0, 'inf', float('inf') like torch
+        p = float(norm_type)  # accepts 2, 2.0, '2', 'inf', -1.0, float('-inf') like torch
     except ValueError:
-        p = math.nan
-    if not (p >= 0):  # rejects negative p, -inf and nan, which are not norms
         raise ValueError(
-            f"{func}: `norm_type` must be a number p >= 0 or 'inf', "
-            f"got {norm_type!r}; use 2.0 (Euclidean) unless you need another."
+            f"{func}: `norm_type` must be a number or 'inf', got {norm_type!r}; "
+            "use 2.0 (Euclidean) unless you need another."
+        ) from None
+    if math.isnan(p):  # torch accepts nan and turns every gradient into nan
+        raise ValueError(
+            f"{func}: `norm_type` must not be nan, got {norm_type!r} (a nan norm makes every "
+            "gradient nan); use 2.0 (Euclidean) unless you need another."
         )
+    # Negative p and -inf are not norms, but torch takes them: vector_norm then gives the
+    # generalised mean (sum |x|^p)^(1/p), and -inf the smallest |x|. Same results here.
     return p
 
 
@@ -108,7 +116,7 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
 
     Args:
         tensors: a Tensor or an iterable of Tensors (usually gradients).
-        norm_type: p >= 0, or 'inf' / float('inf') for the max-norm.
+        norm_type: the order p (any float but nan, as torch), or 'inf' for the max-norm.
         error_if_nonfinite: raise if the total norm is nan or inf.
         foreach: use torch's fused foreach kernels; None picks them where the device has them.
 
@@ -117,7 +125,7 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
 
     Raises:
         TypeError: `tensors` is not a Tensor or an iterable of Tensors.
-        ValueError: `norm_type` is not p >= 0 or inf.
+        ValueError: `norm_type` is nan or a string that is not a number.
         RuntimeError: the total norm is non-finite and `error_if_nonfinite` is True.
     """
     func = "get_total_norm"
@@ -193,7 +201,7 @@ def clip_grad_norm_(
         parameters: a Tensor or an iterable of Tensors (a generator is fine: it is read once);
             those whose `.grad` is None are skipped.
         max_norm: the largest total norm let through; positive and finite.
-        norm_type: p >= 0, or 'inf' / float('inf') for the max-norm.
+        norm_type: the order p (any float but nan, as torch), or 'inf' for the max-norm.
         error_if_nonfinite: raise instead of clipping when the total norm is nan or inf.
         foreach: use torch's fused foreach kernels; None picks them where the device has them.
 
@@ -202,7 +210,7 @@ def clip_grad_norm_(
 
     Raises:
         TypeError: `parameters` is not a Tensor or an iterable of Tensors.
-        ValueError: `max_norm` is not positive and finite, or `norm_type` is not p >= 0 or inf.
+        ValueError: `max_norm` is not positive and finite, or `norm_type` is nan.
         RuntimeError: the total norm is non-finite and `error_if_nonfinite` is True.
 
     Example:
@@ -237,11 +245,17 @@ def clip_grad_value_(parameters, clip_value, foreach=None) -> None:
     Raises:
         TypeError: `parameters` is not a Tensor or an iterable of Tensors.
         ValueError: `clip_value` is not positive and finite.
+        RuntimeError: no parameter has a gradient (torch raises too).
     """
     func = "clip_grad_value_"
     parameters = _as_list(parameters, func, "parameters")
     clip_value = _positive_finite(clip_value, func, "clip_value", _CLIP_VALUE_FIX)
     grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:  # torch raises here too (from its foreach kernel, without saying why)
+        raise RuntimeError(
+            f"{func}: no gradient to clip: `parameters` is empty or every .grad is None "
+            f"({len(parameters)} parameters); call loss.backward() before clipping."
+        )
     for (device, _), group in _groups(grads).items():
         if _use_foreach(group, device, foreach, func):
             torch._foreach_clamp_min_(group, -clip_value)
@@ -263,8 +277,21 @@ def angle_between(u: torch.Tensor, v: torch.Tensor) -> float:
         The angle in [0, 180], computed in float64.
 
     Raises:
-        ValueError: the sizes differ, or either vector is zero (no direction).
+        TypeError: `u` or `v` is not a tensor.
+        ValueError: the sizes differ, either vector is zero (no direction) or holds nan/inf.
+
+    Example:
+        >>> angle_between(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 2.0]))
+        90.0
     """
+    for name, t in (("u", u), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"angle_between: `{name}` must be a tensor, got {type(t).__name__}.")
+        if t.is_floating_point() and not torch.isfinite(t).all():
+            raise ValueError(
+                f"angle_between: `{name}` holds nan or inf, which has no direction; "
+                "pass finite gradients (check the step with torch.isfinite first)."
+            )
     u, v = u.detach().reshape(-1).double(), v.detach().reshape(-1).double()
     if u.numel() != v.numel():
         raise ValueError(

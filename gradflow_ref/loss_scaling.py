@@ -31,11 +31,11 @@ def _positive(func: str, name: str, value, lo: float = 0.0, hi: float = math.inf
     return float(value)
 
 
-def _interval(func: str, value) -> int:
+def _interval(func: str, value, name: str = "growth_interval") -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{func}: `growth_interval` must be an int, got {type(value).__name__}.")
+        raise TypeError(f"{func}: `{name}` must be an int, got {type(value).__name__}.")
     if value < 1:
-        raise ValueError(f"{func}: `growth_interval` must be >= 1, got {value!r}.")
+        raise ValueError(f"{func}: `{name}` must be >= 1, got {value!r}.")
     return value
 
 
@@ -59,11 +59,16 @@ class GradScaler:
         ValueError / TypeError: a factor or interval out of range or of the wrong type.
 
     Example:
-        >>> scaler = GradScaler()
+        >>> model = torch.nn.Linear(2, 1)
+        >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        >>> scaler = GradScaler(init_scale=1024.0)
+        >>> loss = model(torch.ones(1, 2)).pow(2).sum()
         >>> scaler.scale(loss).backward()
         >>> scaler.unscale_(optimizer)  # optional: to clip true gradients
         >>> scaler.step(optimizer)  # skipped if any gradient is inf/NaN
         >>> scaler.update()
+        >>> scaler.get_scale(), scaler.skipped_steps
+        (1024.0, 0)
     """
 
     def __init__(
@@ -136,12 +141,14 @@ class GradScaler:
             )
         # Reciprocal in float64, then float32: as torch, so unscaled gradients match bit for bit.
         inv_scale = self._scale.double().reciprocal().float()
-        found_inf = torch.zeros((), device=self._scale.device)
+        found_inf = None  # stays None when no parameter has a gradient, as torch records none
         with torch.no_grad():
             for group in optimizer.param_groups:
                 for p in group["params"]:
                     if p.grad is None:
                         continue
+                    if found_inf is None:
+                        found_inf = torch.zeros((), device=self._scale.device)
                     if p.grad.dtype == torch.float16:
                         raise ValueError(
                             f"{name}.unscale_: gradients must not be float16 (unscaling in FP16 "
@@ -161,8 +168,9 @@ class GradScaler:
             optimizer.step()'s return value, or None when the step was skipped.
 
         Raises:
-            RuntimeError: no scale() since the last update(), step() already called, or a
-                `closure` keyword argument (not supported, as in torch).
+            RuntimeError: no scale() since the last update(), step() already called, no
+                parameter of `optimizer` has a gradient, or a `closure` keyword argument (not
+                supported, as in torch).
         """
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
@@ -177,6 +185,13 @@ class GradScaler:
             )
         if state["stage"] is OptState.READY:
             self.unscale_(optimizer)
+        if state["found_inf"] is None:
+            # torch: AssertionError("No inf checks were recorded for this optimizer.")
+            raise RuntimeError(
+                f"{name}.step: No inf checks were recorded for this optimizer: none of its "
+                "parameters has a gradient; call scaler.scale(loss).backward() on a loss that "
+                "depends on the optimizer's parameters before step()."
+            )
         retval = None
         if state["found_inf"].item():
             self.skipped_steps += 1
@@ -205,8 +220,8 @@ class GradScaler:
             found = [s["found_inf"] for s in self._states.values() if s["found_inf"] is not None]
             if not found:
                 raise RuntimeError(
-                    f"{name}.update: no gradients were checked since the last "
-                    "update(); call step(optimizer) first."
+                    f"{name}.update: no gradients were checked since the last update() (no "
+                    "inf checks were recorded prior to update); call step(optimizer) first."
                 )
             self._update_scale(any(bool(f.item()) for f in found))
         self._states.clear()
@@ -230,6 +245,35 @@ class GradScaler:
         if not self._enabled:
             return 1.0
         return self._init_scale if self._scale is None else self._scale.item()
+
+    def get_growth_factor(self) -> float:
+        """Return the factor the scale grows by after `growth_interval` clean steps."""
+        return self._growth_factor
+
+    def set_growth_factor(self, new_factor: float) -> None:
+        """Set the growth factor (finite and > 1); the next growth uses it."""
+        self._growth_factor = _positive(
+            f"{type(self).__name__}.set_growth_factor", "new_factor", new_factor, lo=1.0
+        )
+
+    def get_backoff_factor(self) -> float:
+        """Return the factor the scale shrinks by after a step with inf/NaN gradients."""
+        return self._backoff_factor
+
+    def set_backoff_factor(self, new_factor: float) -> None:
+        """Set the backoff factor (in (0, 1)); the next backoff uses it."""
+        self._backoff_factor = _positive(
+            f"{type(self).__name__}.set_backoff_factor", "new_factor", new_factor, hi=1.0
+        )
+
+    def get_growth_interval(self) -> int:
+        """Return how many consecutive clean steps make the scale grow."""
+        return self._growth_interval
+
+    def set_growth_interval(self, new_interval: int) -> None:
+        """Set the growth interval (an int >= 1); the current count of clean steps is kept."""
+        func = f"{type(self).__name__}.set_growth_interval"
+        self._growth_interval = _interval(func, new_interval, "new_interval")
 
     def is_enabled(self) -> bool:
         """Return whether scaling is enabled."""
