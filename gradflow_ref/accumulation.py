@@ -12,13 +12,14 @@ import os
 import socket
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gradflow_ref import _checks
 from gradflow_ref.clipping import clip_grad_norm_
 
 __all__ = [
@@ -50,9 +51,33 @@ class TaskConfig:
     dtype: torch.dtype = torch.float64  # float64 makes "equal" mean equal to ~1e-16
     teacher_seed: int = 1234  # the fixed rule every token's label is drawn from
 
+    def __post_init__(self) -> None:
+        for name in ("d_in", "hidden", "n_classes"):
+            _checks.integer("TaskConfig", name, getattr(self, name))
+        _checks.integer("TaskConfig", "teacher_seed", self.teacher_seed, low=0)
+        if not isinstance(self.dtype, torch.dtype) or not self.dtype.is_floating_point:
+            raise TypeError(
+                f"TaskConfig: `dtype` must be a floating torch.dtype, got {self.dtype!r}; "
+                "use torch.float64 (exact comparisons) or torch.float32."
+            )
+
+
+def _task(func: str, cfg, seed) -> None:
+    _checks.instance(func, "cfg", cfg, TaskConfig, "Pass TaskConfig() or leave it out.")
+    _checks.integer(func, "seed", seed, low=0)
+
+
+def _module(func: str, model) -> nn.Module:
+    return _checks.instance(func, "model", model, nn.Module, "Pass the nn.Module being trained.")
+
 
 def make_model(cfg: TaskConfig = TaskConfig(), seed: int = 0) -> nn.Module:
-    """Build the tiny token classifier used throughout the chapter, identically for a given seed."""
+    """Build the tiny token classifier used throughout the chapter, identically for a given seed.
+
+    Raises:
+        TypeError / ValueError: `cfg` is not a TaskConfig or `seed` not an int >= 0.
+    """
+    _task("make_model", cfg, seed)
     gen = torch.Generator().manual_seed(seed)
     model = nn.Sequential(
         nn.Linear(cfg.d_in, cfg.hidden), nn.Tanh(), nn.Linear(cfg.hidden, cfg.n_classes)
@@ -72,13 +97,12 @@ def make_micro_batches(
     seed draws from the same task and the full-data gradient is far from zero.
 
     Raises:
+        TypeError: a count is not an int, or `cfg` is not a TaskConfig.
         ValueError: `token_counts` is empty or holds a count below 1.
     """
-    if len(token_counts) < 1 or any(int(n) < 1 for n in token_counts):
-        raise ValueError(
-            f"make_micro_batches: `token_counts` must hold at least one count and "
-            f"every count must be >= 1, got {list(token_counts)}."
-        )
+    func = "make_micro_batches"
+    _task(func, cfg, seed)
+    _counts(func, "token_counts", token_counts)
     teacher = torch.randn(
         cfg.d_in,
         cfg.n_classes,
@@ -94,12 +118,42 @@ def make_micro_batches(
     return batches
 
 
+def _counts(func: str, name: str, counts) -> list[int]:
+    if isinstance(counts, (str, bytes)) or not isinstance(counts, Sequence):
+        raise TypeError(
+            f"{func}: `{name}` must be a sequence of ints, got {type(counts).__name__}."
+        )
+    if len(counts) < 1:
+        raise ValueError(f"{func}: `{name}` must hold at least one count, got none.")
+    for n in counts:
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(
+                f"{func}: every entry of `{name}` must be an int, got {n!r} in {list(counts)}; "
+                "token and micro-batch counts are whole numbers."
+            )
+        if n < 1:
+            raise ValueError(
+                f"{func}: every entry of `{name}` must be >= 1, got {n!r} in {list(counts)}."
+            )
+    return list(counts)
+
+
 def split_micro_batches(x: torch.Tensor, y: torch.Tensor, accum_steps: int) -> list[MicroBatch]:
     """Split one batch into `accum_steps` micro-batches of (nearly) equal token counts.
 
     Raises:
-        ValueError: `accum_steps` is below 1 or above the number of tokens (an empty micro-batch).
+        TypeError: `x` or `y` is not a tensor.
+        ValueError: `x` and `y` differ in length, or `accum_steps` is below 1 or above the
+            number of tokens (an empty micro-batch).
     """
+    func = "split_micro_batches"
+    _checks.instance(func, "x", x, torch.Tensor)
+    _checks.instance(func, "y", y, torch.Tensor)
+    if x.dim() == 0 or y.dim() == 0 or len(x) != len(y):
+        raise ValueError(
+            f"{func}: `x` and `y` must hold one label per token, got shapes {tuple(x.shape)} "
+            f"and {tuple(y.shape)}; pass the labels of exactly these tokens."
+        )
     if (
         isinstance(accum_steps, bool)
         or not isinstance(accum_steps, int)
@@ -112,14 +166,32 @@ def split_micro_batches(x: torch.Tensor, y: torch.Tensor, accum_steps: int) -> l
     return list(zip(x.tensor_split(accum_steps), y.tensor_split(accum_steps)))
 
 
-def _check_micro_batches(micro_batches, func: str) -> list[MicroBatch]:
+def _check_micro_batches(micro_batches, func: str, model=None) -> list[MicroBatch]:
+    if isinstance(micro_batches, torch.Tensor) or not isinstance(micro_batches, Iterable):
+        raise TypeError(
+            f"{func}: `micro_batches` must be a list of (x, y) tensor pairs, got "
+            f"{type(micro_batches).__name__}; make them with make_micro_batches or "
+            "split_micro_batches."
+        )
     micro_batches = list(micro_batches)
     if not micro_batches:
         raise ValueError(
             f"{func}: `micro_batches` must hold at least one micro-batch "
             "(accumulation steps >= 1), got none."
         )
-    for i, (x, y) in enumerate(micro_batches):
+    for i, pair in enumerate(micro_batches):
+        if not (
+            isinstance(pair, (tuple, list))
+            and len(pair) == 2
+            and all(isinstance(t, torch.Tensor) and t.dim() > 0 for t in pair)
+        ):
+            raise TypeError(
+                f"{func}: `micro_batches[{i}]` must be an (x, y) pair of tensors, got "
+                f"{type(pair).__name__}; make them with make_micro_batches."
+            )
+        x, y = pair
+        if model is not None and len(x):
+            _checks.model_input(func, f"micro_batches[{i}][0]", model, x)
         if len(x) == 0 or len(x) != len(y):
             raise ValueError(
                 f"{func}: `micro_batches[{i}]` must hold >= 1 token with one label "
@@ -162,7 +234,7 @@ def accumulate_grad_(
         >>> loss = accumulate_grad_(model, batches)          # == big_batch_grad_(model, batches)
     """
     func = "accumulate_grad_"
-    micro_batches = _check_micro_batches(micro_batches, func)
+    micro_batches = _check_micro_batches(micro_batches, func, _module(func, model))
     if normalization not in _NORMALIZATIONS:
         raise ValueError(
             f"{func}: `normalization` must be one of {_NORMALIZATIONS}, got {normalization!r}."
@@ -193,7 +265,8 @@ def big_batch_grad_(
     Returns:
         The mean token loss of the big batch (a detached scalar).
     """
-    micro_batches = _check_micro_batches(micro_batches, "big_batch_grad_")
+    func = "big_batch_grad_"
+    micro_batches = _check_micro_batches(micro_batches, func, _module(func, model))
     x = torch.cat([x for x, _ in micro_batches])
     y = torch.cat([y for _, y in micro_batches])
     model.zero_grad(set_to_none=True)
@@ -205,7 +278,14 @@ def big_batch_grad_(
 
 
 def flat_grad(model: nn.Module) -> torch.Tensor:
-    """Return all parameter gradients as one flat vector (zeros where `.grad` is None)."""
+    """Return all parameter gradients as one flat vector (zeros where `.grad` is None).
+
+    Raises:
+        TypeError: `model` is not an nn.Module.
+        ValueError: `model` has no parameters.
+    """
+    if not list(_module("flat_grad", model).parameters()):
+        raise ValueError("flat_grad: `model` has no parameters, so there is no gradient to read.")
     return torch.cat(
         [
             (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
@@ -277,10 +357,12 @@ def divisor_bug_update_ratio(
     func = "divisor_bug_update_ratio"
     if optimizer not in ("sgd", "adamw"):
         raise ValueError(f"{func}: `optimizer` must be 'sgd' or 'adamw', got {optimizer!r}.")
-    if accum_steps < 1 or steps < 1:
-        raise ValueError(
-            f"{func}: `accum_steps` and `steps` must be >= 1, got {accum_steps} and {steps}."
-        )
+    _checks.integer(func, "accum_steps", accum_steps, fix="Pass micro-batches per step, e.g. 8.")
+    _checks.integer(func, "steps", steps, fix="Pass optimizer steps, e.g. 1.")
+    _checks.integer(func, "micro_batch_tokens", micro_batch_tokens, fix="Pass e.g. 16.")
+    if max_norm is not None:
+        _checks.real(func, "max_norm", max_norm, low=0, fix="Or None for no clipping.")
+    _task(func, cfg, seed)
     moved = []
     for normalization in ("none", "micro_mean"):
         model = make_model(cfg, seed)
@@ -320,13 +402,15 @@ def gradient_noise(
     is averaged over `n_seeds` draws. Independent draws predict a fall of 1/sqrt(N).
 
     Raises:
-        ValueError: an N below 1, or fewer than 2 seeds.
+        TypeError: an N, a count or `cfg` of the wrong type.
+        ValueError: an N below 1, fewer than 2 seeds, or a token count below 1.
     """
-    if not ns or any(int(n) < 1 for n in ns) or n_seeds < 2:
-        raise ValueError(
-            f"gradient_noise: every entry of `ns` must be >= 1 and `n_seeds` >= 2, "
-            f"got ns={list(ns)}, n_seeds={n_seeds}."
-        )
+    func = "gradient_noise"
+    _counts(func, "ns", ns)
+    _checks.integer(func, "n_seeds", n_seeds, low=2, fix="The error is an RMS over seeds.")
+    _checks.integer(func, "micro_batch_tokens", micro_batch_tokens, fix="Pass e.g. 4.")
+    _checks.integer(func, "pool_tokens", pool_tokens, fix="Pass the pool size, e.g. 4096.")
+    _task(func, cfg, seed)
     model = make_model(cfg, seed)
     pool = make_micro_batches([pool_tokens], cfg, seed)
     big_batch_grad_(model, pool)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from gradflow_ref import _checks
+
 __all__ = [
     "checkpoint",
     "checkpoint_sequential",
@@ -383,7 +385,13 @@ def measure(forward: Callable[[], torch.Tensor], layers: Iterable[nn.Module]) ->
 
 
 def mlp(n_layers, width, *, seed=0, device=None, dtype=None) -> nn.Sequential:
-    """Build an `n_layers`-deep MLP of (Linear(width, width), ReLU) blocks, seeded."""
+    """Build an `n_layers`-deep MLP of (Linear(width, width), ReLU) blocks, seeded.
+
+    Raises:
+        TypeError / ValueError: `n_layers` or `width` is not an int >= 1.
+    """
+    _checks.integer("mlp", "n_layers", n_layers, fix="An MLP needs at least one layer.")
+    _checks.integer("mlp", "width", width, fix="Every layer needs at least one feature.")
     gen_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
     blocks = [nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(n_layers)]
@@ -392,5 +400,11 @@ def mlp(n_layers, width, *, seed=0, device=None, dtype=None) -> nn.Sequential:
 
 
 def segment_model(n_layers, k):
-    """Return N/K + K: layer activations held with a checkpoint every `k` of `n_layers` layers."""
+    """Return N/K + K: layer activations held with a checkpoint every `k` of `n_layers` layers.
+
+    Raises:
+        TypeError / ValueError: `n_layers` or `k` is not a positive finite number.
+    """
+    n_layers = _checks.real("segment_model", "n_layers", n_layers, low=0, fix="Pass N >= 1.")
+    k = _checks.real("segment_model", "k", k, low=0, fix="Pass a segment length K >= 1.")
     return n_layers / k + k

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from gradflow_ref import _checks
+
 __all__ = [
     "ACTIVATIONS",
     "INITS",
@@ -37,10 +39,9 @@ class MLPConfig:
 
 
 def _check_config(cfg: MLPConfig) -> None:
-    if not isinstance(cfg.depth, int) or cfg.depth < 1:
-        raise ValueError(f"MLPConfig: `depth` must be an integer >= 1, got {cfg.depth!r}.")
-    if not isinstance(cfg.width, int) or cfg.width < 1:
-        raise ValueError(f"MLPConfig: `width` must be an integer >= 1, got {cfg.width!r}.")
+    _checks.instance("build_mlp", "cfg", cfg, MLPConfig, "Pass MLPConfig(depth=..., width=...).")
+    _checks.integer("MLPConfig", "depth", cfg.depth, fix="Pass the number of Linear layers.")
+    _checks.integer("MLPConfig", "width", cfg.width, fix="Pass the features per layer.")
     if cfg.activation not in ACTIVATIONS:
         raise ValueError(
             f"MLPConfig: `activation` must be one of {', '.join(ACTIVATIONS)}, "
@@ -48,8 +49,8 @@ def _check_config(cfg: MLPConfig) -> None:
         )
     if cfg.init not in INITS:
         raise ValueError(f"MLPConfig: `init` must be one of {', '.join(INITS)}, got {cfg.init!r}.")
-    if not math.isfinite(cfg.scale) or cfg.scale <= 0:
-        raise ValueError(f"MLPConfig: `scale` must be positive and finite, got {cfg.scale!r}.")
+    _checks.real("MLPConfig", "scale", cfg.scale, low=0, fix="1.0 keeps the init's own gain.")
+    _checks.integer("MLPConfig", "seed", cfg.seed, low=0)
 
 
 def _activation(name: str) -> nn.Module:
@@ -104,6 +105,20 @@ def build_mlp(cfg: MLPConfig, *, dtype: torch.dtype = torch.float32, device=None
     return nn.Sequential(*layers)
 
 
+def _linears(model, x, func: str) -> list[nn.Linear]:
+    _checks.instance(func, "model", model, nn.Sequential, "Build one with build_mlp(cfg).")
+    linears = [m for m in model if isinstance(m, nn.Linear)]
+    if not linears:
+        raise ValueError(f"{func}: `model` must contain at least one nn.Linear layer.")
+    _checks.model_input(func, "x", model, x)
+    if x.is_floating_point() and not torch.isfinite(x).all():
+        raise ValueError(
+            f"{func}: `x` holds nan or inf, so every gradient norm would be nan; "
+            "pass a finite batch, e.g. torch.randn(batch, width)."
+        )
+    return linears
+
+
 def gradient_norms(model: nn.Sequential, x: torch.Tensor, loss=None) -> torch.Tensor:
     """Return the norm of dLoss/d(input of Linear layer k) for every Linear layer k.
 
@@ -119,11 +134,11 @@ def gradient_norms(model: nn.Sequential, x: torch.Tensor, loss=None) -> torch.Te
         A float64 tensor of shape (number of Linear layers,), first layer first.
 
     Raises:
-        ValueError: the model contains no Linear layer.
+        TypeError: `model` is not an nn.Sequential or `x` not a tensor.
+        ValueError: the model contains no Linear layer, or `x` is empty, of the wrong width or
+            not finite.
     """
-    linears = [m for m in model if isinstance(m, nn.Linear)]
-    if not linears:
-        raise ValueError("gradient_norms: `model` must contain at least one nn.Linear layer.")
+    linears = _linears(model, x, "gradient_norms")
     norms: list[torch.Tensor | None] = [None] * len(linears)
     handles = []
 
@@ -163,7 +178,11 @@ def layer_factors(model: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
 
     Returns:
         A float64 tensor of shape (number of Linear layers,).
+
+    Raises:
+        TypeError / ValueError: as gradient_norms.
     """
+    _linears(model, x, "layer_factors")
     norms = gradient_norms(model, x)
     # with loss = out.sum(), the gradient at the output is all ones: its norm is sqrt(numel)
     last = [m for m in model if isinstance(m, nn.Linear)][-1]

@@ -300,8 +300,8 @@ def trace_step(trainer: Trainer, micro_batches) -> tuple[StepReport, list[Stage]
     Example:
         >>> x, y = torch.randn(3, 4), torch.tensor([0, 1, 1])
         >>> _, stages = trace_step(Trainer(nn.Sequential(nn.Linear(4, 2))), [(x, y)])
-        >>> [s.name for s in stages]
-        ['forward', 'loss', 'backward', 'accumulate', 'clip', 'step', 'schedule', 'cast_back', 'zero']
+        >>> " ".join(s.name for s in stages)
+        'forward loss backward accumulate clip step schedule cast_back zero'
     """
     stages: list[Stage] = []
     now = {"micro": None, "backward": False}

@@ -11,16 +11,15 @@ import math
 
 import torch
 
+from gradflow_ref import _checks
 from gradflow_ref.flow import MLPConfig, build_mlp, gradient_norms
 
 __all__ = ["chain_gradients", "network_gradients"]
 
 
 def _check(factor: float, depth: int, func: str) -> None:
-    if not isinstance(depth, int) or depth < 1:
-        raise ValueError(f"{func}: `depth` must be an integer >= 1, got {depth!r}.")
-    if not math.isfinite(factor) or factor <= 0:
-        raise ValueError(f"{func}: `factor` must be positive and finite, got {factor!r}.")
+    _checks.integer(func, "depth", depth, fix="Pass the number of layers, e.g. 50.")
+    _checks.real(func, "factor", factor, low=0, fix="Pass each layer's gain, e.g. 0.9 or 1.1.")
 
 
 def chain_gradients(factor: float, depth: int = 50, *, dtype=torch.float64, device=None):
@@ -89,6 +88,8 @@ def network_gradients(
         ValueError: bad `factor`, `depth`, or an `init` other than "orthogonal" or "xavier".
     """
     _check(factor, depth, "network_gradients")
+    _checks.integer("network_gradients", "width", width, fix="Pass features per layer, e.g. 64.")
+    _checks.integer("network_gradients", "batch", batch, fix="Pass rows per batch, e.g. 16.")
     if init not in ("orthogonal", "xavier"):
         raise ValueError(
             f"network_gradients: `init` must be 'orthogonal' or 'xavier', got {init!r}."

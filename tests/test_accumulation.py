@@ -120,7 +120,7 @@ def test_split_micro_batches_rejects_bad_accum_steps(accum_steps):
 
 
 def test_make_micro_batches_rejects_empty_micro_batch():
-    with pytest.raises(ValueError, match="every count must be >= 1"):
+    with pytest.raises(ValueError, match="every entry of `token_counts` must be >= 1"):
         make_micro_batches([4, 0])
 
 
