@@ -1,4 +1,5 @@
 # Gradient Flow: every task a reader or contributor needs. `make help` lists them.
+# Python 3.11 (3.11.2 or later: Debian 12's python3), 3.12 or 3.13
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -45,25 +46,27 @@ test: $(STAMP) $(NODE_STAMP)  ## run the whole test suite (snippets, reference v
 	$(BIN)/python -m pytest -n auto --dist loadgroup
 
 bench: $(STAMP)  ## print clean/rebuild build times, test-suite time and page sizes
-	$(BIN)/python -m gradflow_site.bench
+	$(BIN)/python -m tools.bench
 
 lighthouse: build  ## Lighthouse scores (mobile) of every page, served as GitHub Pages serves it
-	$(BIN)/python -m gradflow_site.lighthouse site $(LIGHTHOUSE_ARGS)
+	$(BIN)/python -m tools.lighthouse site $(LIGHTHOUSE_ARGS)
 
 screenshots: build  ## screenshot every widget in both colour schemes into build/screenshots/
-	$(BIN)/python -m gradflow_site.screenshots site build/screenshots
+	$(BIN)/python -m tools.screenshots site build/screenshots
 
 linkcheck: build  ## check every external link of the built site (needs the internet)
-	$(BIN)/python -m gradflow_site.links site
+	$(BIN)/python -m tools.links site
 
 notebooks: $(STAMP)  ## regenerate notebooks/ (what "Open in Colab" opens) from snippets/ and gradflow_ref/
 	$(BIN)/python -m gradflow_site.labs notebooks
 
-lock:  ## regenerate requirements.txt from requirements.in in a fresh environment
-	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
-	.lock-venv/bin/pip install --quiet -r requirements.in
-	{ sed -n '1,3p' requirements.txt; .lock-venv/bin/pip freeze --all | grep -v '^pip==' | sed -E 's/^torch==([0-9.]+)\+cpu$$/torch==\1/'; } > requirements.lock.tmp
-	mv requirements.lock.tmp requirements.txt && rm -rf .lock-venv
+# every supported Python found here (3.11, 3.12, 3.13; also pyenv's); name others with
+# make lock LOCK_PYTHONS="python3.11 /opt/py312/bin/python3 ..."
+LOCK_PYTHONS ?= $(PYTHON) $(wildcard /usr/bin/python3) $(foreach v,3.11 3.12 3.13,$(shell command -v python$(v))) \
+	$(wildcard $(HOME)/.pyenv/versions/3.1[123].*/bin/python)
+
+lock:  ## regenerate requirements.txt from requirements.in, resolved for every supported Python
+	$(PYTHON) -m tools.lock $(LOCK_PYTHONS)
 
 clean:  ## remove the built site, the execution cache and test caches (keeps .venv)
 	rm -rf site .cache .pytest_cache build *.egg-info gradient-flow-offline.zip

@@ -1,7 +1,7 @@
-"""Browser helpers shared by the browser tests (gradflow_site.browser finds chromium and serves).
+"""Browser helpers shared by the browser tests (tools.browser finds Chrome or Chromium, serves).
 
 Without a browser the tests skip locally; under CI (CI=true) a missing browser is a failure
-(.ci/run installs it).
+(.ci/run finds one or installs it).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from gradflow_site.browser import ARGS, CHROMIUM, mounted, page_paths, serve, widget_pages
 from tests._site import ROOT
+from tools.browser import ARGS, CHROMIUM, mounted, page_paths, serve, widget_pages
 
 __all__ = ["AXE", "require", "launch", "serve", "page_paths", "widget_pages", "mounted"]
 
@@ -31,7 +31,7 @@ def require(condition: bool, why: str) -> None:
 @contextmanager
 def launch():
     """Launch headless chromium through Playwright; yield the Browser."""
-    require(CHROMIUM is not None, "chromium is not installed (apt-get install chromium)")
+    require(CHROMIUM is not None, "no Chrome or Chromium (set CHROME_PATH or install chromium)")
     playwright = pytest.importorskip("playwright.sync_api")
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)

@@ -1,11 +1,12 @@
-"""gradflow_site.lighthouse: the CPU slowdown calibrated to the host (the benchmark itself runs
-by `make lighthouse`, not in the tests)."""
+"""Developer tools: tools.lighthouse's CPU slowdown calibrated to the host (the benchmark itself
+runs by `make lighthouse`, not in the tests), and tools.browser finding a Chrome or Chromium."""
 
 from __future__ import annotations
 
 import pytest
 
-from gradflow_site.lighthouse import calibrated_slowdown, main
+from tools.browser import find_chrome
+from tools.lighthouse import calibrated_slowdown, main
 
 
 @pytest.mark.parametrize(
@@ -36,3 +37,27 @@ def test_main_rejects_a_bad_cpu_slowdown(value, capsys):
     with pytest.raises(SystemExit):
         main(["site", "--cpu-slowdown", value])
     assert "--cpu-slowdown" in capsys.readouterr().err
+
+
+def _executable(path, text):
+    path.write_text(text)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_find_chrome_takes_chrome_path_first(tmp_path):
+    mine = _executable(tmp_path / "my-chrome", '#!/bin/sh\nexec /opt/chrome/chrome "$@"\n')
+    other = _executable(tmp_path / "chromium", "#!/bin/sh\n")
+    assert find_chrome({"CHROME_PATH": mine}, which=lambda name: other) == mine
+    assert find_chrome({"CHROME_BIN": mine}, which=lambda name: None) == mine
+
+
+def test_find_chrome_skips_snap_wrappers_and_missing_paths(tmp_path):
+    # Ubuntu's apt chromium-browser: a script that only starts the snap
+    snap = _executable(tmp_path / "chromium-browser", '#!/bin/sh\nexec /snap/bin/chromium "$@"\n')
+    debian = _executable(tmp_path / "chromium", "#!/bin/sh\nexec /usr/lib/chromium/chromium\n")
+    found = {"chromium-browser": snap, "chromium": debian}
+    assert find_chrome({"CHROME_PATH": snap}, which=found.get) == debian
+    assert find_chrome({"CHROME_PATH": str(tmp_path / "absent")}, which=found.get) == debian
+    assert find_chrome({}, which={"chromium-browser": snap}.get) is None
+    assert find_chrome({}, which=lambda name: None) is None

@@ -1,9 +1,9 @@
 """Benchmark the guide's build and tests; print the figures the issues set budgets for.
 
-Run with `make bench` (or `python -m gradflow_site.bench`). It measures, on this machine:
+Run with `make bench` (or `python -m tools.bench`). It measures, on this machine:
 a clean strict build, the time `mkdocs serve` takes to show a prose-only edit, the whole test
 suite, the size of every page (HTML, and the inline SVG inside it) and, last, the Lighthouse
-scores of every page of that build (gradflow_site.lighthouse, stock mobile profile, median of
+scores of every page of that build (tools.lighthouse, stock mobile profile, median of
 3 runs; about 7 minutes). Nothing is timed inside the test suite; these are figures to read,
 with the budgets (issue 8) printed beside them.
 """
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
         biggest = max(html for _, html, _ in page_sizes(site))
         print(f"largest page {biggest / 2**20:.2f} MB   (budget 1.5 MB a page)")
         if not args.skip_lighthouse:
-            from gradflow_site import lighthouse
+            from tools import lighthouse
 
             print()
             lighthouse.main([str(site)])  # prints its table; budget: 95 in perf, a11y and BP

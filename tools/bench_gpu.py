@@ -1,6 +1,6 @@
 """Benchmark checkpointing and the full training step; CUDA when present, CPU otherwise.
 
-    python -m gradflow_site.bench_gpu [--out results/bench-<device>.json] [--device cuda|cpu]
+    python -m tools.bench_gpu [--out results/bench-<device>.json] [--device cuda|cpu]
 
 Prints the figures and writes them as JSON (device name and type, torch version, date) for
 docs/checkpointing.md and docs/pipeline.md, which render a committed CUDA result as a table.

@@ -1,13 +1,19 @@
-"""Headless chromium for the browser tests and the screenshot command: find it, serve a site.
+"""Headless Chrome or Chromium for the browser tests and the screenshot command: find it, serve a
+site.
 
-Debian's chromium here; GitHub's Ubuntu runners ship Google Chrome instead. Playwright drives
-whichever is found (its own browser download does not work on the build machines).
+`find_chrome()` takes CHROME_PATH (or CHROME_BIN, which GitHub's runner images set) when it names
+a browser, else the first of google-chrome, chromium and chromium-browser on PATH, skipping the
+snap wrappers (Ubuntu's apt `chromium-browser` only starts the snap, which headless CI cannot
+use). Playwright drives whichever is found (its own browser download does not work on the build
+machines). `python3 -m tools.browser` prints the path, or exits 1 when there is none: .ci/run
+uses it before anything is installed (standard library only).
 """
 
 from __future__ import annotations
 
 import functools
 import http.server
+import os
 import re
 import shutil
 import sys
@@ -15,16 +21,40 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["CHROMIUM", "ARGS", "serve", "page_paths", "widget_pages", "mounted"]
+__all__ = ["CHROMIUM", "ARGS", "find_chrome", "serve", "page_paths", "widget_pages", "mounted"]
 
-CHROMIUM = next(
-    (
-        path
-        for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-        if (path := shutil.which(name))
-    ),
-    None,
-)
+NAMES = ("google-chrome", "google-chrome-stable", "chromium", "chromium-browser")
+
+
+def _usable(path: str) -> bool:
+    """True when `path` is an executable browser, not a wrapper that starts a snap."""
+    file = Path(path)
+    if not (file.is_file() and os.access(file, os.X_OK)):
+        return False
+    real = file.resolve()
+    if real.parts[:2] == ("/", "snap"):
+        return False
+    with open(real, "rb") as f:
+        head = f.read(65536)
+    # a launcher script (Debian's chromium is one) is fine unless it hands over to a snap
+    return not (head.startswith(b"#!") and b"/snap/" in head)
+
+
+def find_chrome(environ=None, which=shutil.which) -> str | None:
+    """Return the path of a usable Chrome or Chromium, or None."""
+    environ = os.environ if environ is None else environ
+    for var in ("CHROME_PATH", "CHROME_BIN"):
+        path = environ.get(var)
+        if path and _usable(path):
+            return path
+    for name in NAMES:
+        path = which(name)
+        if path and _usable(path):
+            return path
+    return None
+
+
+CHROMIUM = find_chrome()
 ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -48,7 +78,7 @@ def serve(directory: Path | None = None, handler=None):
     """Serve over http on a free local port in a thread; yield the base URL.
 
     Serves the files of `directory` quietly, or answers with `handler` (a request handler class,
-    e.g. gradflow_site.lighthouse's compressing one) when given.
+    e.g. tools.lighthouse's compressing one) when given.
     """
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
@@ -99,3 +129,13 @@ mounted = (
     " && [...document.querySelectorAll('[data-gf-widget]')]"
     ".every(el => ['ready', 'error'].includes(el.dataset.gfState)); }"
 )
+
+
+if __name__ == "__main__":
+    if CHROMIUM is None:
+        sys.exit(
+            "no Chrome or Chromium found (checked CHROME_PATH, CHROME_BIN, "
+            + ", ".join(NAMES)
+            + ")"
+        )
+    print(CHROMIUM)

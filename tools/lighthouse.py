@@ -1,6 +1,6 @@
 """Lighthouse scores of every page of the built site, served the way GitHub Pages serves it.
 
-Run with `make lighthouse` (or `python -m gradflow_site.lighthouse [SITE_DIR]`, default site/).
+Run with `make lighthouse` (or `python -m tools.lighthouse [SITE_DIR]`, default site/).
 Serves SITE_DIR locally with gzip and GitHub Pages' cache header (`max-age=600`), runs
 Lighthouse (npm, pinned in tools/lighthouse/, installed there with `npm ci` on first use) with
 its mobile profile against each page in Debian's chromium, `--runs` times (3), keeps each
@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from gradflow_site.browser import CHROMIUM, page_paths, serve
+from tools.browser import CHROMIUM, page_paths, serve
 
 __all__ = ["serve_like_pages", "install", "run_page", "calibrated_slowdown", "main"]
 

@@ -1,6 +1,6 @@
 """Check the external links of a built site (needs the internet; not part of the test suite).
 
-Usage: `make linkcheck` (builds the site first) or `python -m gradflow_site.links SITE_DIR`.
+Usage: `make linkcheck` (builds the site first) or `python -m tools.links SITE_DIR`.
 Internal links and anchors are checked offline by tests/test_site.py; this command covers the
 rest: every http(s) link on every page is requested once (HEAD, then GET where HEAD is refused)
 and each failure is printed with the pages that contain it. Exit status 1 when any fails.

@@ -1,6 +1,6 @@
 """Screenshot every interactive widget of a built site in both colour schemes, for review.
 
-Usage: python -m gradflow_site.screenshots [SITE_DIR] [OUT_DIR]   (`make screenshots`)
+Usage: python -m tools.screenshots [SITE_DIR] [OUT_DIR]   (`make screenshots`)
 Writes OUT_DIR/<page>--<widget>-<n>--<scheme>.png (desktop width) and a phone-width copy of
 each in the light scheme, then prints the list. Needs chromium and Playwright.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gradflow_site.browser import ARGS, CHROMIUM, mounted, serve, widget_pages
+from tools.browser import ARGS, CHROMIUM, mounted, serve, widget_pages
 
 __all__ = ["main"]
 
