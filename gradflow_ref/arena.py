@@ -47,6 +47,14 @@ class Recipe:
     checkpoint: bool = False  # recompute activations in backward (checkpoint_sequential)
     loss_scaling: bool = False  # dynamic GradScaler; acts only when the working dtype is FP16
 
+    def __post_init__(self) -> None:
+        for f in ("clip", "mixed", "accumulate", "checkpoint", "loss_scaling"):
+            if not isinstance(getattr(self, f), bool):
+                raise TypeError(
+                    f"Recipe: `{f}` must be True or False, got {getattr(self, f)!r}; "
+                    "a string such as 'no' would switch the technique on."
+                )
+
 
 RECIPES = {
     "baseline": Recipe(),
@@ -99,6 +107,10 @@ class ArenaConfig:
                 f"ArenaConfig: `segments` must be None or an int from 1 to the "
                 f"student's {2 * self.depth - 1} modules, got {self.segments!r}."
             )
+        if not isinstance(self.fp16, bool):
+            raise TypeError(f"ArenaConfig: `fp16` must be True or False, got {self.fp16!r}.")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"ArenaConfig: `seed` must be an int >= 0, got {self.seed!r}.")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(
                 f"ArenaConfig: `optimizer` must be one of {OPTIMIZERS}, got {self.optimizer!r}."
@@ -194,13 +206,25 @@ def _forward_fp32(weights, activation: str, x: torch.Tensor) -> torch.Tensor:
     return F.linear(x, weights[-1])
 
 
+def _config(func: str, cfg) -> None:
+    if not isinstance(cfg, ArenaConfig):
+        raise TypeError(
+            f"{func}: `cfg` must be an ArenaConfig, got {type(cfg).__name__}; "
+            "pass ArenaConfig() or ArenaConfig(depth=..., steps=...)."
+        )
+
+
 def make_task(cfg: ArenaConfig):
     """Return (teacher, x_eval, y_eval): the function every student learns and a held-out batch.
 
     The teacher is y = v . tanh(A x), A ~ N(0, 4 / width) and v ~ N(0, 1 / width) drawn with seed
     TEACHER_SEED: one number per sample, the same for every seed and recipe. Inputs are N(0, 1);
     x_eval holds EVAL_SAMPLES of them.
+
+    Raises:
+        TypeError: `cfg` is not an ArenaConfig.
     """
+    _config("make_task", cfg)
     gen = torch.Generator().manual_seed(TEACHER_SEED)
     a = torch.randn(cfg.width, cfg.width, generator=gen) * (2 / math.sqrt(cfg.width))
     v = torch.randn(1, cfg.width, generator=gen) / math.sqrt(cfg.width)
@@ -260,90 +284,120 @@ def train(cfg: ArenaConfig, recipe="baseline") -> Run:
         >>> len(run.loss), run.first_nonfinite
         (20, None)
     """
-    if not isinstance(cfg, ArenaConfig):
-        raise TypeError(f"train: `cfg` must be an ArenaConfig, got {type(cfg).__name__}.")
+    _config("train", cfg)
     name, rec = _resolve(recipe)
     teacher, x_eval, y_eval = make_task(cfg)
-    model = _student(cfg)
-    dtype = torch.float32
-    master = None
-    if rec.mixed:
-        dtype = torch.float16 if cfg.fp16 else torch.bfloat16
-        master = MasterWeights(model, dtype=dtype)  # casts `model` in place
-    weights = list(model.parameters())  # working precision, where backward writes .grad
-    params = master.params if master else weights  # FP32, what the optimizer updates
-    if cfg.optimizer == "sgd":
-        opt = torch.optim.SGD(params, lr=cfg.lr)
-    else:
-        opt = torch.optim.Adam(params, lr=cfg.lr)
-    scaler = None
-    if rec.loss_scaling and dtype == torch.float16:
-        scaler = GradScaler(torch.device(cfg.device).type)
-    micro = cfg.accum_steps if rec.accumulate else 1
+    st = _Student.build(cfg, rec)
+    run = Run(name, rec, cfg, st.dtype, n_params=sum(p.numel() for p in st.params))
     gen = torch.Generator().manual_seed(cfg.seed + 1)
-    run = Run(name, rec, cfg, dtype, n_params=sum(p.numel() for p in params))
-
-    def forward(x):
-        out = checkpoint_sequential(model, cfg.n_segments, x) if rec.checkpoint else model(x)
-        return out.float()
-
-    @torch.no_grad()
-    def score(step: int) -> None:
-        # the FP32 weights the optimizer holds: every recipe is judged the same way
-        run.eval_steps.append(step)
-        run.eval_loss.append(
-            F.mse_loss(_forward_fp32(params, cfg.activation, x_eval), y_eval).item()
-        )
-
-    score(0)
+    _score(run, st, x_eval, y_eval, 0)
     for step in range(cfg.steps):
-        x_all = torch.randn(micro * cfg.batch_size, cfg.width, generator=gen).to(cfg.device)
+        x_all = torch.randn(st.micro * cfg.batch_size, cfg.width, generator=gen).to(cfg.device)
         with torch.no_grad():
             y_all = teacher(x_all)
         run.samples += len(x_all)
-        for p in weights + params if master else weights:
-            p.grad = None
-        loss_sum = 0.0
-        for x, y in zip(x_all.chunk(micro), y_all.chunk(micro)):
-            # the loss is taken in FP32; dividing by `micro` makes the sum the big-batch mean
-            loss = F.mse_loss(forward(x.to(dtype)), y) / micro
-            (scaler.scale(loss) if scaler else loss).backward()
-            loss_sum += loss.item()
-        with torch.no_grad():
-            # every weight has `width` columns: one cat along dim 0 flattens them all
-            working = torch.cat([p.grad for p in weights])
-            run.loss.append(loss_sum)
-            run.nonfinite.append(_count_nonfinite(working))
-            run.zero_frac.append(int((working == 0).sum()) / working.numel())
-            if master:
-                master.grads_to_master()
-            if scaler:
-                scaler.unscale_(opt)
-            norm = get_total_norm([p.grad for p in params])
-            run.grad_norm.append(norm.item())
-            if rec.clip:
-                clip_grads_with_norm_(params, cfg.max_norm, norm)
-            before = torch.cat(params)
-            run.loss_scale.append(scaler.get_scale() if scaler else 1.0)
-            if scaler:
-                skipped_before = scaler.skipped_steps
-                scaler.step(opt)
-                scaler.update()
-                run.skipped.append(scaler.skipped_steps > skipped_before)
-            else:
-                opt.step()
-                run.skipped.append(False)
-            after = torch.cat(params)
-            run.update_norm.append(torch.linalg.vector_norm(after - before).item())
-            if master:
-                master.master_to_model()
-            dead = _count_nonfinite(after) > 0
-            if dead or step == cfg.steps - 1 or (step + 1) % cfg.eval_every == 0:
-                score(step + 1)
+        loss_sum = st.backward(x_all, y_all)
+        after = st.record_and_step(run, loss_sum)
+        dead = _count_nonfinite(after) > 0
+        if dead or step == cfg.steps - 1 or (step + 1) % cfg.eval_every == 0:
+            _score(run, st, x_eval, y_eval, step + 1)
         if dead:
             run.dead_at = step
             break
     return run
+
+
+@dataclass
+class _Student:
+    """One recipe's student: working weights, FP32 masters (mixed), optimizer and scaler."""
+
+    cfg: ArenaConfig
+    rec: Recipe
+    model: nn.Sequential
+    dtype: torch.dtype  # working precision
+    master: MasterWeights | None
+    weights: list[torch.Tensor]  # working precision, where backward writes .grad
+    params: list[torch.Tensor]  # FP32, what the optimizer updates
+    opt: torch.optim.Optimizer
+    scaler: GradScaler | None
+    micro: int  # micro-batches per optimizer step
+
+    @classmethod
+    def build(cls, cfg: ArenaConfig, rec: Recipe) -> _Student:
+        model, dtype, master = _student(cfg), torch.float32, None
+        if rec.mixed:
+            dtype = torch.float16 if cfg.fp16 else torch.bfloat16
+            master = MasterWeights(model, dtype=dtype)  # casts `model` in place
+        weights = list(model.parameters())
+        params = master.params if master else weights
+        if cfg.optimizer == "sgd":
+            opt = torch.optim.SGD(params, lr=cfg.lr)
+        else:
+            opt = torch.optim.Adam(params, lr=cfg.lr)
+        scaler = None
+        if rec.loss_scaling and dtype == torch.float16:
+            scaler = GradScaler(torch.device(cfg.device).type)
+        micro = cfg.accum_steps if rec.accumulate else 1
+        return cls(cfg, rec, model, dtype, master, weights, params, opt, scaler, micro)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.rec.checkpoint:
+            return checkpoint_sequential(self.model, self.cfg.n_segments, x).float()
+        return self.model(x).float()
+
+    def backward(self, x_all: torch.Tensor, y_all: torch.Tensor) -> float:
+        """Zero the grads, run every micro-batch's backward; return the summed loss."""
+        for p in self.weights + self.params if self.master else self.weights:
+            p.grad = None
+        loss_sum = 0.0
+        for x, y in zip(x_all.chunk(self.micro), y_all.chunk(self.micro)):
+            # the loss is taken in FP32; dividing by `micro` makes the sum the big-batch mean
+            loss = F.mse_loss(self.forward(x.to(self.dtype)), y) / self.micro
+            (self.scaler.scale(loss) if self.scaler else loss).backward()
+            loss_sum += loss.item()
+        return loss_sum
+
+    @torch.no_grad()
+    def record_and_step(self, run: Run, loss_sum: float) -> torch.Tensor:
+        """Record the step's gradients, clip and step as the recipe says; return the weights."""
+        master, scaler, params = self.master, self.scaler, self.params
+        # every weight has `width` columns: one cat along dim 0 flattens them all
+        working = torch.cat([p.grad for p in self.weights])
+        run.loss.append(loss_sum)
+        run.nonfinite.append(_count_nonfinite(working))
+        run.zero_frac.append(int((working == 0).sum()) / working.numel())
+        if master:
+            master.grads_to_master()
+        if scaler:
+            scaler.unscale_(self.opt)
+        norm = get_total_norm([p.grad for p in params])
+        run.grad_norm.append(norm.item())
+        if self.rec.clip:
+            clip_grads_with_norm_(params, self.cfg.max_norm, norm)
+        before = torch.cat(params)
+        run.loss_scale.append(scaler.get_scale() if scaler else 1.0)
+        if scaler:
+            skipped_before = scaler.skipped_steps
+            scaler.step(self.opt)
+            scaler.update()
+            run.skipped.append(scaler.skipped_steps > skipped_before)
+        else:
+            self.opt.step()
+            run.skipped.append(False)
+        after = torch.cat(params)
+        run.update_norm.append(torch.linalg.vector_norm(after - before).item())
+        if master:
+            master.master_to_model()
+        return after
+
+
+@torch.no_grad()
+def _score(run: Run, st: _Student, x_eval, y_eval, step: int) -> None:
+    # the FP32 weights the optimizer holds: every recipe is judged the same way
+    run.eval_steps.append(step)
+    run.eval_loss.append(
+        F.mse_loss(_forward_fp32(st.params, run.config.activation, x_eval), y_eval).item()
+    )
 
 
 def race(cfg: ArenaConfig, recipes=tuple(RECIPES)) -> dict[str, Run]:
@@ -352,6 +406,12 @@ def race(cfg: ArenaConfig, recipes=tuple(RECIPES)) -> dict[str, Run]:
     Raises:
         ValueError: `recipes` is empty or names an unknown recipe.
     """
+    _config("race", cfg)
+    if isinstance(recipes, (str, Recipe)):
+        raise TypeError(
+            f"race: `recipes` must be a sequence of recipe names, got {recipes!r}; "
+            f"pass e.g. ('baseline', 'clip') or call train(cfg, {recipes!r}) for one."
+        )
     recipes = list(recipes)
     if not recipes:
         raise ValueError(

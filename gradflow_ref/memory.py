@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gradflow_ref import _checks
+
 __all__ = [
     "MemoryConfig",
     "MemoryBreakdown",
@@ -64,7 +66,10 @@ class MemoryBreakdown:
         return {f.name: getattr(self, f.name) for f in fields(self)} | {"total": self.total}
 
 
-def _check(cfg):
+def _check(cfg, func: str = "MemoryConfig"):
+    _checks.instance(
+        func, "cfg", cfg, MemoryConfig, "Pass MemoryConfig(...) with the model's shape."
+    )
     for name in ("n_layers", "hidden", "n_heads", "seq_len", "micro_batch", "vocab", "mask_bytes"):
         value = getattr(cfg, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -83,6 +88,13 @@ def _check(cfg):
             f"MemoryConfig: `checkpointing` must be one of {_CHECKPOINTING}, "
             f"got {cfg.checkpointing!r}."
         )
+    for name in ("param_dtype", "grad_dtype", "state_dtype", "activation_dtype", "master_dtype"):
+        value = getattr(cfg, name)
+        if not isinstance(value, torch.dtype) and not (name == "master_dtype" and value is None):
+            raise TypeError(
+                f"MemoryConfig: `{name}` must be a torch.dtype, got {value!r}; "
+                "e.g. torch.bfloat16 or torch.float32."
+            )
     if cfg.n_params is not None and cfg.n_params < 1:
         raise ValueError(f"MemoryConfig: `n_params` must be positive or None, got {cfg.n_params}.")
 
@@ -94,7 +106,7 @@ def parameter_count(cfg: MemoryConfig) -> int:
     and learned position embeddings (the output head shares the token embedding) and a final
     LayerNorm.
     """
-    _check(cfg)
+    _check(cfg, "parameter_count")
     if cfg.n_params is not None:
         return cfg.n_params
     h = cfg.hidden
@@ -109,7 +121,7 @@ def layer_activation_bytes(cfg: MemoryConfig, stores_scores: bool | None = None)
     dropout keeps a mask of `mask_bytes` per element. At 2 bytes with 1-byte masks and dropout:
     sbh(34 + 5as/h).
     """
-    _check(cfg)
+    _check(cfg, "layer_activation_bytes")
     s, b, h, a = cfg.seq_len, cfg.micro_batch, cfg.hidden, cfg.n_heads
     scores = cfg.stores_scores if stores_scores is None else stores_scores
     drop = int(cfg.dropout)
@@ -128,7 +140,7 @@ def activation_bytes(cfg: MemoryConfig, checkpointing: str | None = None) -> int
     layers: the embedding dropout mask (sbh), final LayerNorm and head inputs (2sbh values) and
     the FP32 log-probabilities of the loss (4sbv bytes).
     """
-    _check(cfg)
+    _check(cfg, "activation_bytes")
     mode = cfg.checkpointing if checkpointing is None else checkpointing
     if mode not in _CHECKPOINTING:
         raise ValueError(
@@ -207,7 +219,9 @@ class GPT(nn.Module):
 
     def __init__(self, cfg: MemoryConfig, dropout: float = 0.1):
         super().__init__()
-        _check(cfg)
+        _check(cfg, "GPT")
+        dropout = _checks.real("GPT", "dropout", dropout, low=0.0, high=1.0, strict=False)
+        self.vocab, self.seq_len = cfg.vocab, cfg.seq_len
         self.p = dropout if cfg.dropout else 0.0
         self.wte = nn.Embedding(cfg.vocab, cfg.hidden)
         self.wpe = nn.Embedding(cfg.seq_len, cfg.hidden)
@@ -215,10 +229,24 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.hidden)
 
     def embed(self, idx):  # idx: (b, s) int64 -> (b, s, h)
+        _checks.model_input("GPT", "idx", self, idx)
+        if idx.dim() != 2 or idx.is_floating_point() or idx.shape[1] > self.seq_len:
+            raise ValueError(
+                f"GPT: `idx` must be (batch, tokens) integer token ids with at most "
+                f"{self.seq_len} tokens (cfg.seq_len), got {idx.dtype} of shape {tuple(idx.shape)}."
+            )
         x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
         return F.dropout(x, self.p, self.training) if self.p > 0 else x
 
     def head(self, x, targets):  # x: (b, s, h) -> FP32 mean cross-entropy
+        _checks.instance("GPT", "targets", targets, torch.Tensor)
+        if targets.shape != x.shape[:2] or (
+            targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= self.vocab)
+        ):
+            raise ValueError(
+                f"GPT: `targets` must be token ids in 0..{self.vocab - 1} of shape "
+                f"{tuple(x.shape[:2])} (one per input token), got shape {tuple(targets.shape)}."
+            )
         logits = F.linear(self.ln_f(x), self.wte.weight)
         return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
 

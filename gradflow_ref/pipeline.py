@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gradflow_ref import _checks
 from gradflow_ref.checkpointing import checkpoint_sequential
 from gradflow_ref.clipping import clip_grad_norm_
 from gradflow_ref.loss_scaling import GradScaler
@@ -142,6 +143,7 @@ class WarmupCosine:
     """
 
     def __init__(self, optimizer, warmup_steps, total_steps, min_lr=0.0):
+        _checks.instance("WarmupCosine", "optimizer", optimizer, torch.optim.Optimizer)
         self.optimizer = optimizer
         self.base_lrs = [group["lr"] for group in optimizer.param_groups]
         self.warmup_steps, self.total_steps, self.min_lr = warmup_steps, total_steps, min_lr
@@ -187,7 +189,8 @@ class Trainer:
     """
 
     def __init__(self, model, cfg: PipelineConfig | None = None, loss_fn: Callable | None = None):
-        name, cfg = "Trainer", cfg or PipelineConfig()
+        name, cfg = "Trainer", PipelineConfig() if cfg is None else cfg
+        _checks.instance(name, "cfg", cfg, PipelineConfig, "Pass PipelineConfig() or None.")
         if not isinstance(model, nn.Sequential):
             raise TypeError(
                 f"{name}: `model` must be an nn.Sequential (its layers are checkpointed in "
@@ -237,6 +240,26 @@ class Trainer:
         logits = checkpoint_sequential(self.model, self.cfg.segments, x)  # cfg.dtype
         return self.loss_fn(logits.float(), y.to(self.device))  # FP32 loss
 
+    def _check_batches(self, micro_batches) -> None:
+        func = "Trainer.step"
+        if len(micro_batches) == 0:
+            raise ValueError(
+                f"{func}: `micro_batches` must hold at least one (inputs, targets) pair, got none."
+            )
+        for i, pair in enumerate(micro_batches):
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+                raise TypeError(
+                    f"{func}: `micro_batches[{i}]` must be an (inputs, targets) pair, "
+                    f"got {type(pair).__name__}."
+                )
+            x = _checks.model_input(func, f"micro_batches[{i}][0]", self.model, pair[0])
+            y = _checks.instance(func, f"micro_batches[{i}][1]", pair[1], torch.Tensor)
+            if y.dim() == 0 or len(y) != len(x):
+                raise ValueError(
+                    f"{func}: `micro_batches[{i}]` must hold one target per input row, got "
+                    f"{len(x)} rows and targets of shape {tuple(y.shape)}."
+                )
+
     @torch.no_grad()
     def _accumulate(self):
         for p, m in zip(self.model.parameters(), self.master.params):
@@ -249,13 +272,11 @@ class Trainer:
         """Take one optimizer step over `micro_batches`, a list of (inputs, targets) pairs.
 
         Raises:
-            ValueError: `micro_batches` is empty.
+            TypeError: a micro-batch is not an (inputs, targets) pair of tensors.
+            ValueError: `micro_batches` is empty, or a micro-batch is empty, has the wrong
+                width, or has as many targets as inputs.
         """
-        if len(micro_batches) == 0:
-            raise ValueError(
-                "Trainer.step: `micro_batches` must hold at least one "
-                "(inputs, targets) pair, got none."
-            )
+        self._check_batches(micro_batches)
         cfg, bug, n = self.cfg, self.cfg.bug, len(micro_batches)
         lr, loss_sum, norm = self.optimizer.param_groups[0]["lr"], 0.0, None
         for x, y in micro_batches:
@@ -303,53 +324,76 @@ def trace_step(trainer: Trainer, micro_batches) -> tuple[StepReport, list[Stage]
         >>> " ".join(s.name for s in stages)
         'forward loss backward accumulate clip step schedule cast_back zero'
     """
-    stages: list[Stage] = []
-    now = {"micro": None, "backward": False}
-    model, scaler, master = trainer.model, trainer.scaler, trainer.master
+    _checks.instance("trace_step", "trainer", trainer, Trainer, "Pass Trainer(model, cfg).")
+    trainer._check_batches(micro_batches)
+    tracer = _Tracer(trainer)
+    tracer.install()
+    try:
+        report = trainer.step(_Loop(tracer, micro_batches))
+    finally:
+        tracer.remove()
+    return report, tracer.stages
 
-    def add(name, dtype=None):
-        stages.append(Stage(name, now["micro"], dtype and _name(dtype)))
 
-    class Loop:  # the step's `for x, y in micro_batches`, seen from inside
-        def __len__(self):
-            return len(micro_batches)
+class _Loop:
+    """The step's `for x, y in micro_batches`, seen from inside: tells the tracer the index."""
 
-        def __iter__(self):
-            for i, batch in enumerate(micro_batches):
-                now["micro"] = i
-                yield batch
-            now["micro"] = None
+    def __init__(self, tracer: "_Tracer", micro_batches):
+        self.tracer, self.micro_batches = tracer, micro_batches
 
-    def on_layer(module, args):  # a layer starts; args[0] is its input activation
-        name = "recompute" if now["backward"] else "forward"
-        if stages and stages[-1].name == name and stages[-1].micro_batch == now["micro"]:
-            stages[-1].count += 1  # the next layer of the same pass
+    def __len__(self):
+        return len(self.micro_batches)
+
+    def __iter__(self):
+        for i, batch in enumerate(self.micro_batches):
+            self.tracer.micro = i
+            yield batch
+        self.tracer.micro = None
+
+
+class _Tracer:
+    """Records a Trainer's step as Stages through hooks and wrappers that remove() undoes."""
+
+    def __init__(self, trainer: Trainer):
+        self.trainer, self.stages = trainer, []
+        self.micro: int | None = None  # index of the micro-batch running; None after the loop
+        self.backward = False  # inside autograd's backward (layer forwards are recomputes)
+        self.undo: list[Callable[[], None]] = []
+        self.hooks: list = []
+
+    def add(self, name, dtype=None):
+        self.stages.append(Stage(name, self.micro, dtype and _name(dtype)))
+
+    def on_layer(self, module, args):  # a layer starts; args[0] is its input activation
+        name = "recompute" if self.backward else "forward"
+        last = self.stages[-1] if self.stages else None
+        if last and last.name == name and last.micro_batch == self.micro:
+            last.count += 1  # the next layer of the same pass
         else:
-            add(name, args[0].dtype)
+            self.add(name, args[0].dtype)
 
-    def on_backward(grad):  # autograd reached the loss: backward has started
-        now["backward"] = True
-        add("backward")
+    def on_backward(self, grad):  # autograd reached the loss: backward has started
+        self.backward = True
+        self.add("backward")
 
-    def on_scale(out):
-        if scaler.is_enabled():
-            add("scale", out.dtype)
-        out.register_hook(on_backward)
+    def on_scale(self, out):
+        if self.trainer.scaler.is_enabled():
+            self.add("scale", out.dtype)
+        out.register_hook(self.on_backward)
 
-    def before_accumulate():  # backward has returned; its gradients are still on the model
-        now["backward"] = False
-        backward = next(s for s in reversed(stages) if s.name == "backward")
-        backward.dtype = _name(next(p.grad.dtype for p in model.parameters() if p.grad is not None))
+    def before_accumulate(self):  # backward has returned; its gradients are still on the model
+        self.backward = False
+        backward = next(s for s in reversed(self.stages) if s.name == "backward")
+        grads = (p.grad for p in self.trainer.model.parameters() if p.grad is not None)
+        backward.dtype = _name(next(grads).dtype)
 
-    def on_clip(params, *_):
-        add("clip", params[0].grad.dtype)
+    def on_clip(self, params, *_):
+        self.add("clip", params[0].grad.dtype)
 
-    def on_scaler(name):
-        return lambda _: scaler.is_enabled() and add(name, torch.float32)
+    def on_scaler(self, name):
+        return lambda _: self.trainer.scaler.is_enabled() and self.add(name, torch.float32)
 
-    undo: list[Callable[[], None]] = []
-
-    def watch(obj, attr, after=None, before=None):  # before(*args), after(result)
+    def watch(self, obj, attr, after=None, before=None):  # before(*args), after(result)
         original = getattr(obj, attr)
 
         def watched(*args, **kwargs):
@@ -362,27 +406,28 @@ def trace_step(trainer: Trainer, micro_batches) -> tuple[StepReport, list[Stage]
 
         own = attr in vars(obj)  # an instance attribute or module global, not a method
         setattr(obj, attr, watched)
-        undo.append(lambda: setattr(obj, attr, original) if own else delattr(obj, attr))
+        self.undo.append(lambda: setattr(obj, attr, original) if own else delattr(obj, attr))
 
-    watch(trainer, "loss_fn", lambda out: add("loss", out.dtype))
-    watch(scaler, "scale", on_scale)
-    watch(trainer, "_accumulate", lambda _: add("accumulate", torch.float32), before_accumulate)
-    watch(scaler, "unscale_", on_scaler("unscale"))
-    watch(scaler, "update", on_scaler("update"))
-    watch(trainer.schedule, "step", lambda _: add("schedule"))
-    watch(master, "master_to_model", lambda _: add("cast_back", trainer.cfg.dtype))
-    watch(master, "zero_grad", lambda _: add("zero"))
-    # Trainer.step calls this module's clip_grad_norm_: watched for the duration of the step
-    watch(sys.modules[__name__], "clip_grad_norm_", before=on_clip)
-    hooks = [layer.register_forward_pre_hook(on_layer) for layer in model]
-    hooks.append(
-        trainer.optimizer.register_step_post_hook(lambda *_: add("step", master.params[0].dtype))
-    )
-    try:
-        report = trainer.step(Loop())
-    finally:
-        for restore in reversed(undo):
+    def install(self):
+        t, add = self.trainer, self.add
+        master, scaler = t.master, t.scaler
+        self.watch(t, "loss_fn", lambda out: add("loss", out.dtype))
+        self.watch(scaler, "scale", self.on_scale)
+        acc = lambda _: add("accumulate", torch.float32)  # noqa: E731
+        self.watch(t, "_accumulate", acc, self.before_accumulate)
+        self.watch(scaler, "unscale_", self.on_scaler("unscale"))
+        self.watch(scaler, "update", self.on_scaler("update"))
+        self.watch(t.schedule, "step", lambda _: add("schedule"))
+        self.watch(master, "master_to_model", lambda _: add("cast_back", t.cfg.dtype))
+        self.watch(master, "zero_grad", lambda _: add("zero"))
+        # Trainer.step calls this module's clip_grad_norm_: watched for the duration of the step
+        self.watch(sys.modules[__name__], "clip_grad_norm_", before=self.on_clip)
+        self.hooks = [layer.register_forward_pre_hook(self.on_layer) for layer in t.model]
+        step_hook = lambda *_: add("step", master.params[0].dtype)  # noqa: E731
+        self.hooks.append(t.optimizer.register_step_post_hook(step_hook))
+
+    def remove(self):
+        for restore in reversed(self.undo):
             restore()
-        for hook in hooks:
+        for hook in self.hooks:
             hook.remove()
-    return report, stages
