@@ -1,0 +1,459 @@
+"""Bad input over gradflow_ref's public API: a clear error naming the argument, or as torch.
+
+Two sweeps: every public callable of every module (`__all__`) called with None, a wrong type and
+a float where its first argument goes; then a table of bad values (negative, zero, nan, inf,
+empty, no gradients, zero-size and wrong-shape tensors) each with the error it must raise.
+"""
+
+import importlib
+import inspect
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from gradflow_ref import (
+    accumulation,
+    arena,
+    checkpointing,
+    clipping,
+    flow,
+    loss_scaling,
+    memory,
+    pipeline,
+    telephone,
+)
+
+MODULES = [
+    "accumulation",
+    "arena",
+    "checkpointing",
+    "clipping",
+    "flow",
+    "fp8",
+    "hardware",
+    "loss_scaling",
+    "master",
+    "memory",
+    "pipeline",
+    "precision",
+    "roofline",
+    "sharding",
+    "telephone",
+]
+# first arguments where None, a str or a float is a valid value, or that take no arguments
+FIRST_ARG_ACCEPTS_ANYTHING = {
+    "checkpointing.checkpoint",  # any callable's first argument; torch the same
+    "checkpointing.measure",  # a callable; called later, as torch.utils.checkpoint does
+    "loss_scaling.GradScaler",  # device: informational string, as in torch
+    "loss_scaling.OptState",  # an Enum lookup
+    "precision.format_table",
+    "checkpointing.SavedTensorMeter",
+    "roofline.peak_tensor_bytes",  # fn: any callable
+    # dataclasses of results or fixed tables: records, not inputs
+    "accumulation.NoiseCurve",
+    "accumulation.DDPResult",
+    "arena.Run",
+    "checkpointing.CheckpointStats",
+    "memory.MemoryBreakdown",
+    "pipeline.StepReport",
+    "pipeline.Stage",
+    "sharding.FSDPRun",
+    "roofline.Bound",
+    "precision.Bits",
+    "precision.FloatFormat",
+    "fp8.Float8Format",
+    "hardware.GPU",
+    "hardware.OnChip",
+    # configurations whose every field has a default: the first field is checked by its type
+    "arena.Recipe",
+}
+
+
+# known gaps found by this sweep, not yet fixed (a bare AttributeError/TypeError from inside)
+NOT_YET_CHECKED = {"checkpointing.count_forwards", "fp8.values", "master.training_state_bytes"}
+
+
+def _public_callables():
+    for name in MODULES:
+        mod = importlib.import_module(f"gradflow_ref.{name}")
+        for attr in mod.__all__:
+            obj = getattr(mod, attr)
+            if (
+                callable(obj)
+                and f"{name}.{attr}" not in FIRST_ARG_ACCEPTS_ANYTHING
+                and _required(obj) == 1  # called with one argument, the error is about it
+            ):
+                marks = ()
+                if f"{name}.{attr}" in NOT_YET_CHECKED:
+                    marks = pytest.mark.xfail(strict=True, reason="bare error: still to fix")
+                yield pytest.param(obj, id=f"{name}.{attr}", marks=marks)
+
+
+def _required(obj) -> int:
+    params = inspect.signature(obj).parameters.values()
+    return sum(p.default is p.empty and p.kind <= p.POSITIONAL_OR_KEYWORD for p in params)
+
+
+def _first_param(obj) -> str:
+    params = [p for p in inspect.signature(obj).parameters.values() if p.name != "self"]
+    return params[0].name
+
+
+@pytest.mark.parametrize("bad", [None, object(), "not-a-thing"], ids=["None", "object", "str"])
+@pytest.mark.parametrize("func", list(_public_callables()))
+def test_public_api_names_a_wrong_first_argument(func, bad):
+    name = _first_param(func)
+    if name in ("ddp_accumulation", "world_size") or func.__name__ in ("ddp_accumulation",):
+        pytest.skip("starts processes; its arguments are checked in test_accumulation")
+    with pytest.raises((TypeError, ValueError)) as err:
+        func(bad)
+    assert f"`{name}`" in str(err.value) or name in str(err.value), str(err.value)
+    assert not isinstance(err.value, AttributeError)
+
+
+def _params_without_grad():
+    return [nn.Parameter(torch.ones(3))]
+
+
+def _scaler_step_without_grads():
+    p = nn.Parameter(torch.ones(2))
+    scaler = loss_scaling.GradScaler()
+    scaler.scale(p.sum()).backward()
+    scaler.step(torch.optim.SGD([nn.Parameter(torch.ones(2))], lr=0.1))
+
+
+def _trainer(width=4):
+    return pipeline.Trainer(nn.Sequential(nn.Linear(width, 2)))
+
+
+def _gpt():
+    cfg = memory.MemoryConfig(n_layers=1, hidden=8, n_heads=2, seq_len=4, vocab=11)
+    return memory.GPT(cfg)
+
+
+NAN, INF = math.nan, math.inf
+CASES = {
+    # clipping
+    "clip_grad_norm_ max_norm -1": (
+        lambda: clipping.clip_grad_norm_(_params_without_grad(), -1.0),
+        ValueError,
+        "`max_norm`",
+    ),
+    "clip_grad_norm_ max_norm nan": (
+        lambda: clipping.clip_grad_norm_(_params_without_grad(), NAN),
+        ValueError,
+        "`max_norm`",
+    ),
+    "clip_grad_norm_ norm_type nan": (
+        lambda: clipping.clip_grad_norm_(_params_without_grad(), 1.0, NAN),
+        ValueError,
+        "`norm_type`",
+    ),
+    "clip_grad_norm_ norm_type None": (
+        lambda: clipping.clip_grad_norm_(_params_without_grad(), 1.0, None),
+        TypeError,
+        "`norm_type`",
+    ),
+    "clip_grad_value_ empty list": (
+        lambda: clipping.clip_grad_value_([], 1.0),
+        RuntimeError,
+        "no gradient to clip",
+    ),
+    "clip_grad_value_ params without grad": (
+        lambda: clipping.clip_grad_value_(_params_without_grad(), 1.0),
+        RuntimeError,
+        "loss.backward",
+    ),
+    "clip_grad_value_ clip_value 0": (
+        lambda: clipping.clip_grad_value_(_params_without_grad(), 0.0),
+        ValueError,
+        "`clip_value`",
+    ),
+    "angle_between nan": (
+        lambda: clipping.angle_between(torch.tensor([NAN, 1.0]), torch.ones(2)),
+        ValueError,
+        "`u` holds nan",
+    ),
+    "angle_between inf": (
+        lambda: clipping.angle_between(torch.ones(2), torch.tensor([INF, 1.0])),
+        ValueError,
+        "`v` holds nan or inf",
+    ),
+    "angle_between sizes": (
+        lambda: clipping.angle_between(torch.ones(2), torch.ones(3)),
+        ValueError,
+        "as many elements",
+    ),
+    "angle_between zero-size": (
+        lambda: clipping.angle_between(torch.ones(0), torch.ones(0)),
+        ValueError,
+        "zero vector",
+    ),
+    # loss scaling
+    "GradScaler.step without gradients": (
+        _scaler_step_without_grads,
+        RuntimeError,
+        "No inf checks were recorded",
+    ),
+    "GradScaler growth_factor 0.5": (
+        lambda: loss_scaling.GradScaler(growth_factor=0.5),
+        ValueError,
+        "`growth_factor`",
+    ),
+    "GradScaler set_backoff_factor 2": (
+        lambda: loss_scaling.GradScaler().set_backoff_factor(2.0),
+        ValueError,
+        "`new_factor`",
+    ),
+    "GradScaler set_growth_interval 0": (
+        lambda: loss_scaling.GradScaler().set_growth_interval(0),
+        ValueError,
+        "`new_interval`",
+    ),
+    "GradScaler set_growth_interval 1.5": (
+        lambda: loss_scaling.GradScaler().set_growth_interval(1.5),
+        TypeError,
+        "`new_interval`",
+    ),
+    "GradScaler update before scale": (
+        lambda: loss_scaling.GradScaler().update(),
+        RuntimeError,
+        "scale\\(\\) has not been called",
+    ),
+    # checkpointing
+    "mlp(0, 4)": (lambda: checkpointing.mlp(0, 4), ValueError, "`n_layers`"),
+    "mlp(-3, 4)": (lambda: checkpointing.mlp(-3, 4), ValueError, "`n_layers`"),
+    "mlp(2, 0)": (lambda: checkpointing.mlp(2, 0), ValueError, "`width`"),
+    "mlp(2.5, 4)": (lambda: checkpointing.mlp(2.5, 4), TypeError, "`n_layers`"),
+    "segment_model(-12, 3)": (
+        lambda: checkpointing.segment_model(-12, 3),
+        ValueError,
+        "`n_layers`",
+    ),
+    "segment_model(12, -3)": (lambda: checkpointing.segment_model(12, -3), ValueError, "`k`"),
+    "segment_model(12, nan)": (lambda: checkpointing.segment_model(12, NAN), ValueError, "`k`"),
+    "segment_model(12, 0)": (lambda: checkpointing.segment_model(12, 0), ValueError, "`k`"),
+    # telephone, flow
+    "network_gradients batch 0": (
+        lambda: telephone.network_gradients(1.0, 3, batch=0),
+        ValueError,
+        "`batch`",
+    ),
+    "network_gradients width 0": (
+        lambda: telephone.network_gradients(1.0, 3, width=0),
+        ValueError,
+        "`width`",
+    ),
+    "chain_gradients factor inf": (
+        lambda: telephone.chain_gradients(INF, 3),
+        ValueError,
+        "`factor`",
+    ),
+    "chain_gradients depth 2.0": (
+        lambda: telephone.chain_gradients(1.0, 2.0),
+        TypeError,
+        "`depth`",
+    ),
+    "gradient_norms empty batch": (
+        lambda: flow.gradient_norms(flow.build_mlp(flow.MLPConfig(2, 4)), torch.ones(0, 4)),
+        ValueError,
+        "at least one row",
+    ),
+    "gradient_norms nan batch": (
+        lambda: flow.gradient_norms(flow.build_mlp(flow.MLPConfig(2, 4)), torch.full((2, 4), NAN)),
+        ValueError,
+        "`x` holds nan",
+    ),
+    "layer_factors wrong width": (
+        lambda: flow.layer_factors(flow.build_mlp(flow.MLPConfig(2, 4)), torch.ones(2, 5)),
+        ValueError,
+        "4 features",
+    ),
+    "build_mlp scale 0": (
+        lambda: flow.build_mlp(flow.MLPConfig(2, 4, scale=0.0)),
+        ValueError,
+        "`scale`",
+    ),
+    # memory
+    "GPT dropout 1.5": (
+        lambda: memory.GPT(memory.MemoryConfig(n_layers=1, hidden=8, n_heads=2), dropout=1.5),
+        ValueError,
+        "`dropout`",
+    ),
+    "GPT dropout nan": (
+        lambda: memory.GPT(memory.MemoryConfig(n_layers=1, hidden=8, n_heads=2), dropout=NAN),
+        ValueError,
+        "`dropout`",
+    ),
+    "GPT token id beyond vocab": (
+        lambda: _gpt()(torch.tensor([[1, 11]]), torch.tensor([[1, 2]])),
+        ValueError,
+        "vocabulary has 11",
+    ),
+    "GPT too many tokens": (
+        lambda: _gpt()(torch.zeros(1, 5, dtype=torch.long), torch.zeros(1, 5, dtype=torch.long)),
+        ValueError,
+        "at most 4 tokens",
+    ),
+    "GPT target beyond vocab": (
+        lambda: _gpt()(torch.tensor([[1, 2]]), torch.tensor([[1, 99]])),
+        ValueError,
+        "`targets`",
+    ),
+    "MemoryConfig hidden 0": (
+        lambda: memory.parameter_count(memory.MemoryConfig(hidden=0)),
+        ValueError,
+        "`hidden`",
+    ),
+    "MemoryConfig param_dtype str": (
+        lambda: memory.training_memory(memory.MemoryConfig(param_dtype="bf16")),
+        TypeError,
+        "`param_dtype`",
+    ),
+    # pipeline
+    "Trainer.step empty batch": (
+        lambda: _trainer().step([(torch.ones(0, 4), torch.ones(0, dtype=torch.long))]),
+        ValueError,
+        "at least one row",
+    ),
+    "Trainer.step no micro-batches": (lambda: _trainer().step([]), ValueError, "at least one"),
+    "Trainer.step wrong width": (
+        lambda: _trainer().step([(torch.ones(3, 5), torch.zeros(3, dtype=torch.long))]),
+        ValueError,
+        "4 features",
+    ),
+    "Trainer.step targets mismatch": (
+        lambda: _trainer().step([(torch.ones(3, 4), torch.zeros(2, dtype=torch.long))]),
+        ValueError,
+        "one target per input row",
+    ),
+    "Trainer cfg wrong type": (
+        lambda: pipeline.Trainer(nn.Sequential(nn.Linear(4, 2)), cfg={"lr": 1.0}),
+        TypeError,
+        "`cfg`",
+    ),
+    "warmup_cosine lr nan": (
+        lambda: pipeline.warmup_cosine(0, NAN, 10, 100),
+        ValueError,
+        "`lr`",
+    ),
+    "warmup_cosine total below warmup": (
+        lambda: pipeline.warmup_cosine(0, 1e-3, 10, 5),
+        ValueError,
+        "`total_steps`",
+    ),
+    "trace_step empty batch": (
+        lambda: pipeline.trace_step(_trainer(), []),
+        ValueError,
+        "at least one",
+    ),
+    # arena
+    "Recipe(clip='no')": (lambda: arena.Recipe(clip="no"), TypeError, "`clip`"),
+    "ArenaConfig depth 0": (lambda: arena.ArenaConfig(depth=0), ValueError, "`depth`"),
+    "ArenaConfig lr inf": (lambda: arena.ArenaConfig(lr=INF), ValueError, "`lr`"),
+    "ArenaConfig fp16 'yes'": (lambda: arena.ArenaConfig(fp16="yes"), TypeError, "`fp16`"),
+    "race no recipes": (lambda: arena.race(arena.ArenaConfig(), []), ValueError, "`recipes`"),
+    "race one name as str": (
+        lambda: arena.race(arena.ArenaConfig(), "clip"),
+        TypeError,
+        "`recipes`",
+    ),
+    "train unknown recipe": (
+        lambda: arena.train(arena.ArenaConfig(), "fast"),
+        ValueError,
+        "`recipe`",
+    ),
+    # accumulation
+    "make_micro_batches([2.7])": (
+        lambda: accumulation.make_micro_batches([2.7]),
+        TypeError,
+        "`token_counts`",
+    ),
+    "make_micro_batches([])": (
+        lambda: accumulation.make_micro_batches([]),
+        ValueError,
+        "`token_counts`",
+    ),
+    "make_micro_batches([0])": (
+        lambda: accumulation.make_micro_batches([0]),
+        ValueError,
+        "`token_counts`",
+    ),
+    "TaskConfig(hidden=0)": (lambda: accumulation.TaskConfig(hidden=0), ValueError, "`hidden`"),
+    "TaskConfig(dtype=int64)": (
+        lambda: accumulation.TaskConfig(dtype=torch.int64),
+        TypeError,
+        "`dtype`",
+    ),
+    "split_micro_batches 10 inputs, 4 labels": (
+        lambda: accumulation.split_micro_batches(torch.ones(10, 8), torch.zeros(4), 2),
+        ValueError,
+        "one label per token",
+    ),
+    "split_micro_batches accum_steps 0": (
+        lambda: accumulation.split_micro_batches(torch.ones(10, 8), torch.zeros(10), 0),
+        ValueError,
+        "`accum_steps`",
+    ),
+    "gradient_noise ns [1.5, 2]": (
+        lambda: accumulation.gradient_noise(ns=[1.5, 2]),
+        TypeError,
+        "`ns`",
+    ),
+    "gradient_noise pool_tokens 0": (
+        lambda: accumulation.gradient_noise(pool_tokens=0),
+        ValueError,
+        "`pool_tokens`",
+    ),
+    "gradient_noise n_seeds 1": (
+        lambda: accumulation.gradient_noise(n_seeds=1),
+        ValueError,
+        "`n_seeds`",
+    ),
+    "divisor_bug_update_ratio micro_batch_tokens 0": (
+        lambda: accumulation.divisor_bug_update_ratio("sgd", micro_batch_tokens=0),
+        ValueError,
+        "`micro_batch_tokens`",
+    ),
+    "divisor_bug_update_ratio max_norm -1": (
+        lambda: accumulation.divisor_bug_update_ratio("sgd", max_norm=-1.0),
+        ValueError,
+        "`max_norm`",
+    ),
+    "accumulate_grad_ wrong width": (
+        lambda: accumulation.accumulate_grad_(
+            accumulation.make_model(), [(torch.ones(3, 7, dtype=torch.float64), torch.zeros(3))]
+        ),
+        ValueError,
+        "8 features",
+    ),
+    "accumulate_grad_ micro-batch not a pair": (
+        lambda: accumulation.accumulate_grad_(accumulation.make_model(), [torch.ones(3, 8)]),
+        TypeError,
+        "`micro_batches\\[0\\]`",
+    ),
+    "big_batch_grad_ no micro-batches": (
+        lambda: accumulation.big_batch_grad_(accumulation.make_model(), []),
+        ValueError,
+        "`micro_batches`",
+    ),
+    "flat_grad no parameters": (
+        lambda: accumulation.flat_grad(nn.ReLU()),
+        ValueError,
+        "no parameters",
+    ),
+    "grad_accum_steps not a multiple": (
+        lambda: accumulation.grad_accum_steps(1000, 4, 64),
+        ValueError,
+        "`total_batch_size`",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_value_raises_a_clear_error(case):
+    call, error, match = CASES[case]
+    with pytest.raises(error, match=match):
+        call()
