@@ -1,10 +1,23 @@
-"""Build helpers shared by the site tests: run mkdocs in a subprocess and capture its log."""
+"""Helpers shared by the tests: run mkdocs in a subprocess and capture its log; give a test run
+a temporary directory of its own and find the processes it left (conftest's leftover check).
+
+`start_run()` (conftest's pytest_configure, controller only) points TMPDIR at a fresh directory
+of the run's own and tags the environment, which every xdist worker, build and subprocess
+inherits; pytest's own tmp_path folders stay where pytest keeps them (PYTEST_DEBUG_TEMPROOT).
+`finish_run()` (after the workers have stopped) lists what the run left there and which tagged
+processes still live, then removes the directory, so the system's temporary directory gets no
+new entry.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,8 +40,10 @@ def mkdocs_build(
         GRADFLOW_EXEC_CACHE="1" if cache else "0",
         # what every shown code block printed, for tests/test_copy_run.py
         GRADFLOW_SHOWN_BLOCKS=f"{site_dir}.shown.json",
-        # a temporary directory of its own: tests/test_leftovers.py checks it is left empty
+        # a temporary directory of its own: tests/test_leftovers.py checks it is left empty,
+        # and a tag its processes inherit: that test checks none is alive after the build
         TMPDIR=str(tmp),
+        GRADFLOW_BUILD=str(site_dir),
     )
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)]
     if config is not None:
@@ -79,3 +94,52 @@ def tiny_build(tmp: Path, page: str) -> subprocess.CompletedProcess:
         text=True,
         timeout=120,
     )
+
+
+TAG = "GRADFLOW_TEST_RUN"  # environment variable every process of one test run carries
+
+
+def start_run(cache: Path) -> Path:
+    """Give this run a temporary directory and a process tag; return the directory."""
+    system = tempfile.gettempdir()
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", system)  # pytest's own folders stay there
+    run = Path(tempfile.mkdtemp(prefix="gradflow-test-run-"))
+    os.environ["TMPDIR"] = tempfile.tempdir = str(run)
+    os.environ[TAG] = uuid.uuid4().hex
+    # torch's compiler cache (made when an optimizer first steps) is kept, not temporary
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache / "torchinductor"))
+    return run
+
+
+def tagged_processes(tag: str, var: str = TAG) -> list[str]:
+    """'pid command' of every live process (but this one) whose environment has var=tag."""
+    needle = f"{var}={tag}".encode() + b"\0"
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        if int(proc.name) == os.getpid():
+            continue
+        try:
+            if needle not in (proc / "environ").read_bytes() + b"\0":
+                continue
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            status = (proc / "status").read_text()
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if "\nState:\tZ" not in status:  # a zombie has ended; its parent just has not reaped it
+            found.append(f"{proc.name} {cmd.strip()[:200]}")
+    return found
+
+
+def finish_run(run: Path, grace: float = 3.0) -> list[str]:
+    """Return what the run left behind (files in its directory, live processes); clean up."""
+    left = []
+    deadline = time.monotonic() + grace
+    processes = tagged_processes(os.environ[TAG])
+    while processes and time.monotonic() < deadline:  # a child may still be exiting
+        time.sleep(0.1)
+        processes = tagged_processes(os.environ[TAG])
+    left += [f"process {p}" for p in processes]
+    if run.is_dir():
+        left += [f"{run.name}/{p.name}" for p in sorted(run.iterdir())]
+        shutil.rmtree(run, ignore_errors=True)
+    return left

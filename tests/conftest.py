@@ -1,5 +1,5 @@
-"""Shared test configuration: the `cuda` marker, one strict site build for the session, and
-one server and browser for the browser tests."""
+"""Shared test configuration: the `cuda` marker, one strict site build for the session, one
+server and browser for the browser tests, and the check that a test run leaves nothing behind."""
 
 import os
 from pathlib import Path
@@ -9,7 +9,7 @@ import torch
 from filelock import FileLock
 
 from tests import _browser
-from tests._site import mkdocs_build
+from tests._site import ROOT, TAG, finish_run, mkdocs_build, start_run
 
 # One intra-op thread: tiny models run faster than with two threads fighting over two cores,
 # and results do not depend on the machine's core count. Subprocesses get OMP_NUM_THREADS=1.
@@ -72,3 +72,29 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_configure(config):
+    if not config.pluginmanager.hasplugin("xdist"):  # -p no:xdist: the marker is still known
+        config.addinivalue_line("markers", "xdist_group(name): tests xdist runs on one worker")
+    # the controller (not an xdist worker) gives the run its own TMPDIR and process tag
+    if not hasattr(config, "workerinput") and TAG not in os.environ:
+        config._gradflow_run_tmp = start_run(ROOT / ".cache")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_sessionfinish(session, exitstatus):
+    yield  # after every other sessionfinish: xdist has stopped its workers by now
+    run = getattr(session.config, "_gradflow_run_tmp", None)
+    if run is None:
+        return
+    left = finish_run(run)
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = "the test run left behind: " + "; ".join(left)
+        if reporter is not None:
+            reporter.write_line(f"ERROR: {message}", red=True)
+        else:  # pragma: no cover
+            print(message)
+        if session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED

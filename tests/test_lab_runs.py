@@ -35,6 +35,10 @@ def test_start_executes_the_lab_and_caches_it(tmp_path):
 def test_wait_raises_with_the_error_of_a_failing_cell(tmp_path):
     nb = _notebook(tmp_path / "bad.ipynb", "1 / 0")
     uri = "labs/run/bad.ipynb"
-    lab_runs.start(uri, nb, None, "v1")
-    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
-        lab_runs.wait(uri)
+    run = lab_runs.start(uri, nb, None, "v1")
+    try:
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            lab_runs.wait(uri)
+    finally:
+        lab_runs.cleanup()  # what the build's on_post_build does
+    assert not run.src_dir.exists(), "the executed copy's temporary folder was left behind"
