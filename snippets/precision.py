@@ -3,6 +3,7 @@ import matplotlib.pyplot as plt
 import torch
 from torch import nn
 
+from gradflow_ref.hardware import GPUS, peak_flops, ridge_point
 from gradflow_ref.master import MasterWeights, training_state_bytes
 from gradflow_ref.precision import (
     FORMATS,
@@ -11,19 +12,21 @@ from gradflow_ref.precision import (
     format_table,
     neighbours,
     relative_error,
-    significant_digits,
     stored_value,
     ulp,
 )
-from gradflow_site.render import table
 
+device = "cuda" if torch.cuda.is_available() else "cpu"
 # --8<-- [end:imports]
 
 # --8<-- [start:bit_pattern]
 for name in ("float32", "bfloat16", "float16", "float8_e4m3fn"):
     f, b = FORMATS[name], bit_fields(5.75, name)
     power = b.exponent - f.bias
-    print(f"{f.label:<9} {b.pattern:<34} exponent {b.exponent} - {f.bias} = {power}")
+    print(
+        f"{f.label:<9} {b.pattern:<34} exponent {b.exponent} - {f.bias} = {power}, "
+        f"stored {stored_value(5.75, name):g}"
+    )
 print(
     f"BF16 stores 5.743 as {stored_value(5.743, 'bfloat16')} and 5.744 as "
     f"{stored_value(5.744, 'bfloat16')}"
@@ -32,60 +35,38 @@ assert bit_fields(5.75, "float32").code == torch.tensor(5.75).view(torch.int32).
 # --8<-- [end:bit_pattern]
 
 # --8<-- [start:format_table]
-rows = [
-    [
-        r["format"],
-        f"1 / {r['exponent_bits']} / {r['mantissa_bits']}",
-        f"{r['max']:.4g}",
-        f"{r['min_normal']:.3g}",
-        f"{r['min_subnormal']:.3g}",
-        f"{r['eps']:.3g}",
-        f"{r['decimal_digits']:.2f}",
-        r["bytes"],
-    ]
-    for r in format_table()
-]
 print(
-    table(
-        [
-            "format",
-            "sign / exp / mantissa",
-            "largest",
-            "smallest normal",
-            "smallest subnormal",
-            "epsilon",
-            "decimal digits",
-            "bytes",
-        ],
-        rows,
-        align="lcrrrrrr",
-    )
+    "| format | sign / exp / mantissa | largest | smallest normal | smallest subnormal "
+    "| epsilon | decimal digits | bytes |"
 )
+print("|:--|--:|--:|--:|--:|--:|--:|--:|")
+for r in format_table():
+    print(
+        f"| {r['format']} | 1 / {r['exponent_bits']} / {r['mantissa_bits']} | {r['max']:.4g} "
+        f"| {r['min_normal']:.3g} | {r['min_subnormal']:.3g} | {r['eps']:.3g} "
+        f"| {r['decimal_digits']:.2f} | {r['bytes']} |"
+    )
 assert all(f.max == torch.finfo(f.dtype).max for f in FORMATS.values())
 # --8<-- [end:format_table]
 
 # --8<-- [start:small_gradients]
 grads = (3e-5, 2e-5, 3e-6, 1e-7)
-rows = []
+print("| format | " + " | ".join(f"{g:g}" for g in grads) + " |")
+print("|:--" + "|:--" * len(grads) + "|")
 for name in ("float32", "bfloat16", "float16", "float8_e5m2"):
     cells = []
     for g in grads:
         kind = classify(g, name)
         note = "" if kind == "normal" else f" ({kind})"
         cells.append(f"{stored_value(g, name):.4g}{note}, {relative_error(g, name):.1%} off")
-    rows.append([FORMATS[name].label, *cells])
-print(table(["format", *(f"{g:g}" for g in grads)], rows))
-print(
-    f"FP16 keeps {significant_digits(3e-5, 'float16'):.2f} digits at 3e-5 and "
-    f"{significant_digits(1e-7, 'float16'):.2f} at 1e-7"
-)
+    print(f"| {FORMATS[name].label} | " + " | ".join(cells) + " |")
 assert classify(3e-5, "float16") == "subnormal" and classify(1e-7, "bfloat16") == "normal"
 # --8<-- [end:small_gradients]
 
 # --8<-- [start:swamping]
 for name in ("float32", "bfloat16", "float16"):
     dt = FORMATS[name].dtype
-    total = torch.tensor(1000.0, dtype=dt) + torch.tensor(0.001, dtype=dt)
+    total = torch.tensor(1000.0, dtype=dt, device=device) + torch.tensor(0.001, dtype=dt)
     print(
         f"{FORMATS[name].label}: spacing at 1000 is {ulp(1000.0, name):g}; "
         f"1000 + 0.001 = {total.item():.6f}"
@@ -94,7 +75,7 @@ print("BF16 values around 1000:", ", ".join(f"{v:g}" for v in neighbours(1000.0,
 for w in (0.01, 0.5, 1.0, 2.0):
     kept = {}
     for name in ("bfloat16", "float32"):
-        weight = torch.tensor(w, dtype=FORMATS[name].dtype)
+        weight = torch.tensor(w, dtype=FORMATS[name].dtype, device=device)
         kept[name] = ((weight + 1e-7) - weight).item()
     print(
         f"weight {w:>4}: + 1e-7 moves BF16 by {kept['bfloat16']:.3g}, FP32 by {kept['float32']:.3g}"
@@ -102,35 +83,40 @@ for w in (0.01, 0.5, 1.0, 2.0):
 assert (torch.tensor(1000.0, dtype=torch.bfloat16) + 0.001).item() == 1000.0
 # --8<-- [end:swamping]
 
+
 # --8<-- [start:number_line]
-centre, half_width = 1000.0, 10.0
-fig, ax = plt.subplots(figsize=(7, 2.4))
-for row, name in enumerate(("bfloat16", "float16", "float32")):
-    step = ulp(centre, name)
-    ticks = torch.arange(centre - half_width, centre + half_width + step / 2, step)
-    if len(ticks) < 200:
-        ax.plot(ticks, [row] * len(ticks), "|", markersize=14)
-    else:
-        ax.plot([centre - half_width, centre + half_width], [row, row], linewidth=6)
-    ax.text(centre + half_width * 1.05, row, f"spacing {step:g}", va="center", fontsize="small")
-for x in (1003.0, 1000.001):
-    ax.axvline(x, color="grey", linestyle=":", linewidth=1)
-ax.set_yticks([0, 1, 2], ["BF16", "FP16", "FP32"])
-ax.set_ylim(-0.7, 2.7)
-ax.set_xlim(centre - half_width * 1.05, centre + half_width * 1.35)
-ax.set_xlabel("value")
-ax.set_title("Representable values around 1000 (dotted: 1003 and 1000.001)")
+def plot_number_line(centre=1000.0, half_width=10.0):
+    fig, ax = plt.subplots(figsize=(7, 2.4))
+    for row, name in enumerate(("bfloat16", "float16", "float32")):
+        step = ulp(centre, name)
+        ticks = torch.arange(centre - half_width, centre + half_width + step / 2, step)
+        if len(ticks) < 200:
+            ax.plot(ticks, [row] * len(ticks), "|", markersize=14)
+        else:
+            ax.plot([centre - half_width, centre + half_width], [row, row], linewidth=6)
+        ax.text(centre + half_width * 1.05, row, f"spacing {step:g}", va="center", fontsize="small")
+    for x in (1003.0, 1000.001):
+        ax.axvline(x, color="grey", linestyle=":", linewidth=1)
+    ax.set_yticks([0, 1, 2], ["BF16", "FP16", "FP32"])
+    ax.set_ylim(-0.7, 2.7)
+    ax.set_xlim(centre - half_width * 1.05, centre + half_width * 1.35)
+    ax.set_xlabel("value")
+    ax.set_title(f"Representable values around {centre:g} (dotted: 1003 and 1000.001)")
+    return fig
+
+
+fig = plot_number_line()
 # --8<-- [end:number_line]
 
 
 # --8<-- [start:recipe]
 def student(seed: int = 1) -> nn.Module:
     torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 1))
+    return nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 1)).to(device)
 
 
 teacher = student(seed=0)
-x = torch.randn(256, 8)
+x = torch.randn(256, 8, generator=torch.Generator().manual_seed(2)).to(device)
 y = teacher(x).detach()
 mw = MasterWeights(student(), dtype=torch.bfloat16)
 optimizer = torch.optim.Adam(mw.params, lr=1e-3)
@@ -152,7 +138,7 @@ ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-3)
 mw = MasterWeights(student())
 optimizer = torch.optim.Adam(mw.params, lr=1e-3)
 for _ in range(20):
-    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+    with torch.autocast(device_type=device, dtype=torch.bfloat16):
         out = ref(x)
     (out.float() - y).pow(2).mean().backward()
     ref_opt.step()
@@ -209,15 +195,21 @@ print(
 assert master_losses[-1] < 0.8 * pure_losses[-1]
 # --8<-- [end:stall]
 
+
 # --8<-- [start:stall_figure]
-fig, ax = plt.subplots()
-ax.plot(pure_losses, label="pure BF16 (weights and Adam state in BF16)")
-ax.plot(master_losses, label="BF16 model + FP32 master weights")
-ax.set_yscale("log")
-ax.set_xlabel("step")
-ax.set_ylabel("training loss (MSE)")
-ax.set_title("Same model, same data, same Adam learning rate 1e-3")
-ax.legend()
+def plot_stall(pure_losses, master_losses):
+    fig, ax = plt.subplots()
+    ax.plot(pure_losses, label="pure BF16 (weights and Adam state in BF16)")
+    ax.plot(master_losses, label="BF16 model + FP32 master weights")
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (MSE)")
+    ax.set_title("Same model, same data, same Adam learning rate 1e-3")
+    ax.legend()
+    return fig
+
+
+fig = plot_stall(pure_losses, master_losses)
 # --8<-- [end:stall_figure]
 
 
@@ -240,40 +232,30 @@ def bytes_per_param(master: bool):
 
 
 fp32, mixed = bytes_per_param(master=False), bytes_per_param(master=True)
-parts = [
-    ("weights used in forward/backward", "weights"),
-    ("their gradients", "grads"),
-    ("FP32 master weights", "master"),
-    ("Adam first moment", "exp_avg"),
-    ("Adam second moment", "exp_avg_sq"),
-]
-rows = [[label, f"{fp32[key]:g}", f"{mixed[key]:g}"] for label, key in parts]
-total32, total_mixed = (sum(d[k] for _, k in parts) for d in (fp32, mixed))
-rows.append(["**total**", f"**{total32:g}**", f"**{total_mixed:g}**"])
-rows.append(["FP32 master gradients (during the step)", "-", f"{mixed['master_grads']:g}"])
-print(table(["bytes per parameter", "FP32 + Adam", "BF16 + FP32 master + Adam"], rows, "lrr"))
-print(
-    f"\n7B parameters: {total32 * 7:g} GB vs {total_mixed * 7:g} GB of training state, "
-    "before activations"
-)
+parts = {
+    "weights": "weights used in forward/backward",
+    "grads": "their gradients",
+    "master": "FP32 master weights",
+    "exp_avg": "Adam first moment",
+    "exp_avg_sq": "Adam second moment",
+}
+total32, total_mixed = (sum(d[k] for k in parts) for d in (fp32, mixed))
+print("| bytes per parameter | FP32 + Adam | BF16 + FP32 master + Adam |\n|:--|--:|--:|")
+for key, label in parts.items():
+    print(f"| {label} | {fp32[key]:g} | {mixed[key]:g} |")
+print(f"| **total** | **{total32:g}** | **{total_mixed:g}** |")
+print(f"| FP32 master gradients (during the step) | - | {mixed['master_grads']:g} |")
 assert total32 == total_mixed == 16
 # --8<-- [end:memory_table]
 
 # --8<-- [start:roofline]
-cited_datasheet_peaks = {
-    "A100 SXM 80GB": {"bf16_flops": 312e12, "bytes_per_s": 2039e9},
-    "H100 SXM": {"bf16_flops": 1979e12 / 2, "bytes_per_s": 3.35e12},
-    "H200 SXM": {"bf16_flops": 1979e12 / 2, "bytes_per_s": 4.8e12},
-}
-for gpu, peak in cited_datasheet_peaks.items():
-    ridge = peak["bf16_flops"] / peak["bytes_per_s"]
+for gpu in GPUS:
+    bf16, fp32_rate = peak_flops(gpu, "bf16"), peak_flops(gpu, "fp32")
+    ridge = ridge_point(gpu, "bf16")
     print(
-        f"{gpu:<14} ridge point {ridge:5.0f} FLOP/byte: a BF16 n x n matmul "
-        f"(n/3 FLOP/byte) needs n >= {3 * ridge:4.0f}"
+        f"{gpu:<14} BF16 {bf16 / 1e12:6.1f} TFLOP/s = {bf16 / fp32_rate:4.1f} x FP32; "
+        f"ridge point {ridge:3.0f} FLOP/byte: an n x n matmul needs n >= {3 * ridge:4.0f}"
     )
-n = 4096
-flops, moved = 2 * n**3, 3 * n * n * 2
-print(f"n = {n}: {flops:.3g} FLOPs over {moved:.3g} bytes = {flops / moved:.0f} FLOP/byte")
 # --8<-- [end:roofline]
 
 # --8<-- [start:fp8]
@@ -283,13 +265,15 @@ for name in ("float8_e4m3fn", "float8_e5m2"):
         f"{f.label}: largest {f.max:g}, smallest subnormal {f.min_subnormal:g}, "
         f"1000 -> {stored_value(1000.0, name):g}, 1e-3 -> {stored_value(1e-3, name):g}"
     )
-torch.manual_seed(0)
-acts = torch.randn(4096) * 1e-3
+acts = (torch.randn(4096, generator=torch.Generator().manual_seed(0)) * 1e-3).to(device)
 plain = acts.to(torch.float8_e4m3fn).float()
-amax_scale = 448.0 / acts.abs().max()
+amax_scale = FORMATS["float8_e4m3fn"].max / acts.abs().max()
 scaled = (acts * amax_scale).to(torch.float8_e4m3fn).float() / amax_scale
+errors = {}
 for label, q in (("no scale", plain), ("per-tensor amax scale", scaled)):
-    err = ((q - acts).norm() / acts.norm()).item()
-    print(f"E4M3, {label:<22} relative error {err:.1%}, zeros {(q == 0).float().mean():.0%}")
-assert ((scaled - acts).norm() < (plain - acts).norm()).item()
+    errors[label] = ((q - acts).norm() / acts.norm()).item()
+    print(
+        f"E4M3, {label:<22} relative error {errors[label]:.1%}, zeros {(q == 0).float().mean():.0%}"
+    )
+assert errors["per-tensor amax scale"] < errors["no scale"]
 # --8<-- [end:fp8]
