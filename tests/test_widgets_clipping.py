@@ -171,7 +171,18 @@ def test_clipping_widget_follows_a_drag(widget, page):
     handle.scroll_into_view_if_needed()  # mouse input reaches only what is on screen
     # content-visibility: auto keeps placeholder geometry until the browser lays the section
     # out; two animation frames later the boxes are the real ones
-    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    # real layout: two animation frames, then the same box twice in a row (a loaded machine can
+    # take longer than two frames to lay the section out)
+    box = None
+    for _ in range(50):
+        page.evaluate(
+            "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+        )
+        again = handle.bounding_box()
+        if box is not None and again == box:
+            break
+        box = again
+    handle.scroll_into_view_if_needed()
     box = handle.bounding_box()
     plot = widget.locator("svg.gf-clip__plot").bounding_box()
     px_per_unit = plot["width"] / 300 * 280 / 6
