@@ -18,68 +18,37 @@ import functools
 import html as html_lib
 import re
 
+import tinycss2
+
 __all__ = ["purge_css", "slim", "describe_images"]
 
-_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _CLASS = re.compile(r"\.(-?[A-Za-z_][\w-]*)")
 _VAR_USE = re.compile(r"var\(\s*(--[\w-]+)")
 _KEYFRAMES = re.compile(r"@(?:-[a-z]+-)?keyframes\s+([\w-]+)")
 
 
-def _split(text: str, sep: str) -> list[str]:
-    """Split `text` at `sep` outside parentheses, brackets and quotes."""
-    out, depth, quote, start = [], 0, "", 0
-    for i, ch in enumerate(text):
-        if quote:
-            if ch == quote and text[i - 1] != "\\":
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        elif ch == sep and depth == 0:
-            out.append(text[start:i])
-            start = i + 1
-    out.append(text[start:])
-    return out
+def _text(tokens) -> str:
+    return tinycss2.serialize(tokens).strip()
 
 
-def _blocks(css: str) -> list[tuple[str, str | None]]:
-    """Return the top-level items of `css` as (prelude, body); body is None for `@x ...;`."""
-    items, i, n = [], 0, len(css)
-    while i < n:
-        j = i
-        quote = ""
-        while j < n and (quote or css[j] not in "{;"):
-            if quote:
-                quote = "" if css[j] == quote and css[j - 1] != "\\" else quote
-            elif css[j] in "\"'":
-                quote = css[j]
-            j += 1
-        prelude = css[i:j].strip()
-        if j >= n:
-            break
-        if css[j] == ";":
-            items.append((prelude, None))
-            i = j + 1
-            continue
-        depth, k, quote = 1, j + 1, ""
-        while k < n and depth:
-            ch = css[k]
-            if quote:
-                quote = "" if ch == quote and css[k - 1] != "\\" else quote
-            elif ch in "\"'":
-                quote = ch
-            elif ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-            k += 1
-        items.append((prelude, css[j + 1 : k - 1]))
-        i = k
-    return items
+def _selectors(prelude) -> list[str]:
+    """Split a rule's prelude at its top-level commas (tinycss2 nests brackets as blocks)."""
+    parts: list[list] = [[]]
+    for token in prelude:
+        if token.type == "literal" and token.value == ",":
+            parts.append([])
+        else:
+            parts[-1].append(token)
+    return [text for part in parts if (text := _text(part))]
+
+
+def _declarations(content) -> tuple[str, ...]:
+    items = tinycss2.parse_blocks_contents(content, skip_comments=True, skip_whitespace=True)
+    return tuple(
+        f"{d.name}:{tinycss2.serialize(d.value).rstrip()}" + ("!important" if d.important else "")
+        for d in items
+        if d.type == "declaration"
+    )
 
 
 @functools.lru_cache(maxsize=16)
@@ -90,24 +59,23 @@ def _parse(css: str) -> tuple:
     """
     flat = []
 
-    def walk(text: str, media: str) -> None:
-        for prelude, body in _blocks(text):
-            if body is None:
-                continue  # @charset, @import: nothing to keep inline
-            if prelude.startswith(("@media", "@supports")):
-                walk(body, prelude)
-            elif prelude.startswith("@"):
-                flat.append((media, None, f"{prelude}{{{body}}}"))
-            else:
+    def walk(rules, media: str) -> None:
+        for rule in rules:
+            if rule.type == "at-rule":
+                if rule.content is None:
+                    continue  # @charset, @import: nothing to keep inline
+                prelude = f"@{rule.at_keyword} {_text(rule.prelude)}"
+                if rule.lower_at_keyword in ("media", "supports"):
+                    walk(tinycss2.parse_rule_list(rule.content, True, True), prelude)
+                else:
+                    flat.append((media, None, f"{prelude}{{{_text(rule.content)}}}"))
+            elif rule.type == "qualified-rule":
                 selectors = tuple(
-                    (s.strip(), frozenset(_CLASS.findall(s)))
-                    for s in _split(prelude, ",")
-                    if s.strip()
+                    (text, frozenset(_CLASS.findall(text))) for text in _selectors(rule.prelude)
                 )
-                decls = tuple(d.strip() for d in _split(body, ";") if d.strip())
-                flat.append((media, selectors, decls))
+                flat.append((media, selectors, _declarations(rule.content)))
 
-    walk(_COMMENT.sub("", css), "")
+    walk(tinycss2.parse_stylesheet(css, skip_comments=True, skip_whitespace=True), "")
     return tuple(flat)
 
 

@@ -17,6 +17,8 @@ import re
 import sys
 from pathlib import Path
 
+import nbformat
+
 ROOT = Path(__file__).resolve().parents[1]
 _SECTION = re.compile(r"^# --8<-- \[(start|end):([A-Za-z0-9_\-]+)\]\s*$")
 
@@ -68,13 +70,6 @@ def modules_needed(code: str, package: Path = ROOT / "gradflow_ref") -> list[str
     return sorted(seen)
 
 
-def _cell(kind: str, text: str) -> dict:
-    cell = {"cell_type": kind, "metadata": {}, "source": text.splitlines(keepends=True)}
-    if kind == "code":
-        cell.update(execution_count=None, outputs=[])
-    return cell
-
-
 _WORDS = {  # how the chapters write these words in headings
     "fp8": "FP8",
     "fp16": "FP16",
@@ -106,8 +101,12 @@ def _title(name: str) -> str:
     return " ".join([words[0][:1].upper() + words[0][1:]] + words[1:])
 
 
-def notebook(name: str, title: str, package: Path = ROOT / "gradflow_ref") -> dict:
-    """Return the lab of chapter `name` (snippets/<name>.py) as an nbformat-4 dict."""
+def notebook(name: str, title: str, package: Path = ROOT / "gradflow_ref") -> nbformat.NotebookNode:
+    """Return the lab of chapter `name` (snippets/<name>.py), a valid nbformat-4 notebook.
+
+    Cell ids are `<name>-<index>` (nbformat 4.5 needs ids; stable ones keep two generations
+    byte-identical).
+    """
     parts = sections(ROOT / "snippets" / f"{name}.py")
     code = "\n\n".join(c for _, c in parts)
     files = {"__init__.py": (package / "__init__.py").read_text(encoding="utf-8")}
@@ -135,28 +134,30 @@ def notebook(name: str, title: str, package: Path = ROOT / "gradflow_ref") -> di
         "    sys.stdout.flush_interval = sys.stderr.flush_interval = 1e9\n"
         "%matplotlib inline"
     )
+    md, code_cell = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
     cells = [
-        _cell(
-            "markdown",
+        md(
             f"# Lab: {title}\n\n"
             f"The runnable code of the chapter *{title}* of the Gradient Flow guide, one cell "
             "per section of the chapter, in page order. It needs only `torch` and "
             "`matplotlib` and runs on a laptop CPU (or in Colab) in seconds. Run the cells "
             "from the top; change a number and run again to see what moves.",
         ),
-        _cell("code", setup),
+        code_cell(setup),
     ]
     for section, text in parts:
-        cells += [_cell("markdown", f"## {_title(section)}"), _cell("code", text)]
-    return {
-        "cells": cells,
-        "metadata": {
+        cells += [md(f"## {_title(section)}"), code_cell(text)]
+    for i, cell in enumerate(cells):
+        cell.id = f"{name}-{i}"
+    nb = nbformat.v4.new_notebook(
+        cells=cells,
+        metadata={
             "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
             "language_info": {"name": "python"},
         },
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
+    )
+    nbformat.validate(nb)  # raises nbformat.ValidationError naming the offending field
+    return nb
 
 
 def chapters(nav: list) -> dict[str, str]:
@@ -173,19 +174,12 @@ def chapters(nav: list) -> dict[str, str]:
     return found
 
 
-def _ids(nb: dict, name: str) -> dict:
-    # stable cell ids (nbformat 4.5) so two generations are byte-identical
-    for i, cell in enumerate(nb["cells"]):
-        cell["id"] = f"{name}-{i}"
-    return nb
-
-
 def write_all(out_dir: Path, titles: dict[str, str]) -> list[Path]:
     """Write labs/<name>.ipynb under `out_dir` for every chapter in `titles`; return the paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, title in sorted(titles.items()):
-        text = json.dumps(_ids(notebook(name, title), name), indent=1, sort_keys=True) + "\n"
+        text = nbformat.writes(notebook(name, title)) + "\n"  # as Jupyter saves it
         path = out_dir / f"{name}.ipynb"
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             # atomic: a concurrent build (two worktrees' serve and test) never reads half a file

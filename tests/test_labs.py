@@ -96,3 +96,14 @@ def test_lab_imports_its_own_modules_outside_the_repository(name, tmp_path):
         timeout=120,
     )
     assert result.returncode == 0, f"lab {name} failed:\n{result.stdout}\n{result.stderr}"
+
+
+@pytest.mark.parametrize("name", sorted(CHAPTERS)[:2])
+def test_lab_is_written_as_jupyter_writes_it_with_stable_cell_ids(name, tmp_path):
+    path = labs.write_all(tmp_path, {name: CHAPTERS[name]})[0]
+    text = path.read_text(encoding="utf-8")
+    nb = nbformat.reads(text, as_version=4)
+    assert nbformat.writes(nb) + "\n" == text  # a round trip through Jupyter changes nothing
+    assert [c.id for c in nb.cells] == [f"{name}-{i}" for i in range(len(nb.cells))]
+    again = labs.write_all(tmp_path / "again", {name: CHAPTERS[name]})[0]
+    assert again.read_bytes() == path.read_bytes()
