@@ -178,6 +178,39 @@ assert weights == predicted.weights and grads == predicted.gradients
 assert abs(meter.bytes / predicted.activations - 1) < 0.01
 # --8<-- [end:validation]
 
+# --8<-- [start:sharding]
+from gradflow_ref.hardware import gpu
+from gradflow_ref.sharding import sharded_memory
+
+layout = dict(grad_dtype=torch.float32, checkpointing="full")
+thirteen = dict(shape, n_params=13_000_000_000, n_layers=40, hidden=5120, n_heads=40)
+n_gpus, h100 = 8, gpu("H100 SXM").memory_bytes
+per_gpu = {}
+for name, model in (("7B", shape), ("13B", thirteen)):
+    cfg = MemoryConfig(**model, **layout)
+    per_gpu[name] = [sharded_memory(cfg, n_gpus, stage).total for stage in range(4)]
+    cells = "  ".join(f"stage {s}: {b / GB:5.1f}" for s, b in enumerate(per_gpu[name]))
+    print(f"{name:>3} on {n_gpus} GPUs, GB per GPU, {cells}")
+fits_13b = [b <= h100 for b in per_gpu["13B"]]
+assert fits_13b == [False, False, True, True]
+# --8<-- [end:sharding]
+
+# --8<-- [start:fsdp2]
+from gradflow_ref.memory import GPT
+from gradflow_ref.sharding import measure_fsdp2, predict_fsdp2
+
+tiny = MemoryConfig(n_layers=2, hidden=64, n_heads=4, seq_len=16, vocab=101)
+ranks = measure_fsdp2(tiny, n_ranks=2)
+shapes = [tuple(p.shape) for p in GPT(tiny).parameters()]
+predicted = [predict_fsdp2(shapes, 2, rank) for rank in range(2)]
+for rank, got in enumerate(ranks):
+    print(
+        f"rank {rank}: parameters {got.parameters:,} B, gradients {got.gradients:,} B, "
+        f"AdamW states {got.optimizer_states:,} B"
+    )
+assert ranks == predicted
+# --8<-- [end:fsdp2]
+
 # --8<-- [start:what_breaks]
 fp32 = training_memory(
     MemoryConfig(
