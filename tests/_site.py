@@ -21,6 +21,8 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# mkdocs.yml's hooks, in its order (a child config names them by absolute path)
+HOOKS = [ROOT / "gradflow_site" / "reproducible.py", ROOT / "gradflow_site" / "hooks.py"]
 
 
 def mkdocs_build(
@@ -64,7 +66,7 @@ def child_config(
     cfg.write_text(
         f"INHERIT: {ROOT / 'mkdocs.yml'}\n"
         f"docs_dir: {docs}\n"
-        f"hooks: [{ROOT / 'gradflow_site' / 'hooks.py'}]\n"
+        f"hooks: [{', '.join(map(str, HOOKS))}]\n"
         "extra_css: []\nextra_javascript: []\nwatch: []\nextra:\n  polyfills: []\n"
         "nav:\n" + "".join(f"  - {p}\n" for p in nav) + extra,
         encoding="utf-8",
@@ -81,13 +83,16 @@ def tiny_build(tmp: Path, page: str) -> subprocess.CompletedProcess:
     (tmp / "docs" / "index.md").write_text(page, encoding="utf-8")
     (tmp / "mkdocs.yml").write_text(
         "site_name: t\nstrict: true\nplugins: [markdown-exec]\n"
-        f"hooks: [{ROOT / 'gradflow_site' / 'hooks.py'}]\n"
+        f"hooks: [{', '.join(map(str, HOOKS))}]\n"
         "markdown_extensions: [admonition, attr_list, pymdownx.details, pymdownx.superfences]\n",
         encoding="utf-8",
     )
-    env = dict(os.environ, PYTHONPATH=str(ROOT), GRADFLOW_EXEC_CACHE="0", NO_MKDOCS_2_WARNING="1")
+    # the console script, as a contributor runs it: the checkout is on sys.path only through
+    # the first hook (gradflow_site is not installed)
+    env = dict(os.environ, GRADFLOW_EXEC_CACHE="0", NO_MKDOCS_2_WARNING="1")
+    env.pop("PYTHONPATH", None)
     return subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict"],
+        [Path(sys.executable).parent / "mkdocs", "build", "--strict"],
         cwd=tmp,
         env=env,
         capture_output=True,

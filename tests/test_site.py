@@ -223,3 +223,20 @@ def test_link_checker_finds_a_broken_file_and_anchor(tmp_path):
         "index.html -> a/#gone (no such anchor)",
         "index.html -> b/ (no such file)",
     ]
+
+
+def test_the_wheel_ships_gradflow_ref_only(tmp_path):
+    """gradflow_site (the build) and tools/ run from the checkout; `pip install .` gets the
+    reference implementation alone (mkdocs.yml's first hook puts the checkout on sys.path)."""
+    import subprocess
+    import sys
+    import zipfile
+
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+         "--wheel-dir", str(tmp_path), str(ROOT)],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    (wheel,) = tmp_path.glob("gradflow_ref-*.whl")
+    tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"gradflow_ref"}
