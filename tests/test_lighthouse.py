@@ -61,3 +61,37 @@ def test_find_chrome_skips_snap_wrappers_and_missing_paths(tmp_path):
     assert find_chrome({"CHROME_PATH": str(tmp_path / "absent")}, which=found.get) == debian
     assert find_chrome({}, which={"chromium-browser": snap}.get) is None
     assert find_chrome({}, which=lambda name: None) is None
+
+
+def test_serve_like_pages_answers_as_github_pages(tmp_path):
+    import gzip
+    import http.client
+    from urllib.parse import urlsplit
+
+    from tools.lighthouse import serve_like_pages
+
+    (tmp_path / "index.html").write_text("<p>home</p>" * 50)
+    (tmp_path / "404.html").write_text("missing")
+    (tmp_path / "guide").mkdir()
+    (tmp_path / "guide" / "index.html").write_text("<p>guide</p>")
+    with serve_like_pages(tmp_path) as url:
+        conn = http.client.HTTPConnection(urlsplit(url).netloc)
+
+        def get(path, **headers):
+            conn.request("GET", path, headers=headers)
+            response = conn.getresponse()
+            return response, response.read()
+
+        r, body = get("/", **{"Accept-Encoding": "gzip"})
+        assert r.status == 200 and r.getheader("Content-Encoding") == "gzip"
+        assert gzip.decompress(body) == (tmp_path / "index.html").read_bytes()
+        assert r.getheader("Cache-Control") == "max-age=600"
+        r, _ = get("/", **{"If-None-Match": r.getheader("ETag")})
+        assert r.status == 304
+        r, _ = get("/guide")
+        assert r.status == 301 and r.getheader("Location") == "/guide/"
+        r, body = get("/guide/")
+        assert r.status == 200 and body == b"<p>guide</p>"
+        r, body = get("/nowhere/../../etc/passwd")
+        assert r.status == 404 and body == b"missing"
+        conn.close()

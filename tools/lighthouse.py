@@ -59,6 +59,89 @@ _COMPRESS = {
 }
 
 
+class _Gzipped:
+    """File bytes and their gzip, read once per modification time (shared by server threads)."""
+
+    def __init__(self):
+        self._cache: dict[Path, tuple[float, bytes, bytes]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, path: Path) -> tuple[bytes, bytes]:
+        mtime = path.stat().st_mtime
+        with self._lock:
+            hit = self._cache.get(path)
+            if hit is None or hit[0] != mtime:
+                raw = path.read_bytes()
+                hit = (mtime, raw, gzip.compress(raw, compresslevel=6, mtime=0))
+                self._cache[path] = hit
+        return hit[1], hit[2]
+
+
+class _PagesHandler(http.server.BaseHTTPRequestHandler):
+    """Answers as GitHub Pages does; `site` and `load` (a _Gzipped) are set per server."""
+
+    protocol_version = "HTTP/1.1"
+    site: Path
+    load: _Gzipped
+
+    def log_message(self, *args):
+        pass
+
+    def do_HEAD(self):
+        self._respond(body=False)
+
+    def do_GET(self):
+        self._respond(body=True)
+
+    def _target(self, path: str) -> tuple[Path | None, int]:
+        """The file that answers `path` and its status; (None, 301) for a folder without /."""
+        target = (self.site / path.lstrip("/")).resolve()
+        if self.site not in (target, *target.parents):
+            return self.site / "404.html", 404
+        if target.is_dir():
+            if not path.endswith("/"):
+                return None, 301
+            target = target / "index.html"
+        if not target.is_file():
+            return self.site / "404.html", 404
+        return target, 200
+
+    def _headers(self, status: int, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+
+    def _respond(self, body: bool) -> None:
+        path = unquote(urlsplit(self.path).path)
+        target, status = self._target(path)
+        if target is None:
+            self._headers(301, {"Location": path + "/", "Content-Length": "0"})
+            return
+        raw, packed = self.load(target)
+        ctype = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        etag = '"' + hashlib.sha1(raw).hexdigest()[:16] + '"'
+        if status == 200 and self.headers.get("If-None-Match") == etag:
+            self._headers(304, {"ETag": etag, "Cache-Control": "max-age=600"})
+            return
+        gz = ctype in _COMPRESS and "gzip" in self.headers.get("Accept-Encoding", "")
+        data = packed if gz else raw
+        charset = "; charset=utf-8" if ctype.startswith("text/") or "json" in ctype else ""
+        headers = {
+            "Content-Type": ctype + charset,
+            "Content-Length": str(len(data)),
+            "Cache-Control": "max-age=600",
+            "ETag": etag,
+            "Last-Modified": email.utils.formatdate(target.stat().st_mtime, usegmt=True),
+            "Vary": "Accept-Encoding",
+        }
+        if gz:
+            headers["Content-Encoding"] = "gzip"
+        self._headers(status, headers)
+        if body:
+            self.wfile.write(data)
+
+
 @contextmanager
 def serve_like_pages(site: Path):
     """Serve `site` on a free local port as GitHub Pages would; yield the base URL.
@@ -67,77 +150,8 @@ def serve_like_pages(site: Path):
     max-age=600`, an ETag and Last-Modified; a folder without its slash redirects (301), a
     missing file gets the site's 404.html with status 404.
     """
-    site = site.resolve()
-    cache: dict[Path, tuple[float, bytes, bytes]] = {}
-    lock = threading.Lock()
-
-    def load(path: Path) -> tuple[bytes, bytes]:
-        mtime = path.stat().st_mtime
-        with lock:
-            hit = cache.get(path)
-            if hit is None or hit[0] != mtime:
-                raw = path.read_bytes()
-                hit = (mtime, raw, gzip.compress(raw, compresslevel=6, mtime=0))
-                cache[path] = hit
-        return hit[1], hit[2]
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):
-            pass
-
-        def do_HEAD(self):
-            self._respond(body=False)
-
-        def do_GET(self):
-            self._respond(body=True)
-
-        def _respond(self, body: bool) -> None:
-            path = unquote(urlsplit(self.path).path)
-            target = (site / path.lstrip("/")).resolve()
-            status = 200
-            if site not in (target, *target.parents):
-                target = site / "404.html"
-                status = 404
-            elif target.is_dir():
-                if not path.endswith("/"):
-                    self.send_response(301)
-                    self.send_header("Location", path + "/")
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                target = target / "index.html"
-            if not target.is_file():
-                target, status = site / "404.html", 404
-            raw, packed = load(target)
-            ctype = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
-            etag = '"' + hashlib.sha1(raw).hexdigest()[:16] + '"'
-            if status == 200 and self.headers.get("If-None-Match") == etag:
-                self.send_response(304)
-                self.send_header("ETag", etag)
-                self.send_header("Cache-Control", "max-age=600")
-                self.end_headers()
-                return
-            gz = ctype in _COMPRESS and "gzip" in self.headers.get("Accept-Encoding", "")
-            data = packed if gz else raw
-            self.send_response(status)
-            charset = "; charset=utf-8" if ctype.startswith("text/") or "json" in ctype else ""
-            self.send_header("Content-Type", ctype + charset)
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("Cache-Control", "max-age=600")
-            self.send_header("ETag", etag)
-            self.send_header(
-                "Last-Modified", email.utils.formatdate(target.stat().st_mtime, usegmt=True)
-            )
-            self.send_header("Vary", "Accept-Encoding")
-            if gz:
-                self.send_header("Content-Encoding", "gzip")
-            self.end_headers()
-            if body:
-                self.wfile.write(data)
-
-    with serve(handler=Handler) as url:
+    handler = type("Handler", (_PagesHandler,), {"site": site.resolve(), "load": _Gzipped()})
+    with serve(handler=handler) as url:
         yield url
 
 
@@ -279,7 +293,7 @@ def calibrate(url: str, runs: int = 3) -> tuple[float, float]:
     return index, round(calibrated_slowdown(index), 1)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("site", nargs="?", default="site", help="built site (default: site)")
     parser.add_argument("--pages", nargs="*", help="page paths, e.g. telephone/ (default: all)")
@@ -293,20 +307,55 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min", type=int, default=95, help="lowest acceptable score")
     parser.add_argument("--out", help="JSON table (default: results/lighthouse-mobile*.json)")
     args = parser.parse_args(argv)
-    site = Path(args.site)
-    if not (site / "index.html").exists():
-        parser.error(f"{site} is not a built site (run `make build` first)")
+    args.site = Path(args.site)
+    if not (args.site / "index.html").exists():
+        parser.error(f"{args.site} is not a built site (run `make build` first)")
     if CHROMIUM is None:
-        parser.error("chromium is not installed (apt-get install chromium)")
+        parser.error("no Chrome or Chromium found (set CHROME_PATH or install chromium)")
     if args.runs < 1:
         parser.error(f"--runs must be at least 1, got {args.runs}")
+    return args
+
+
+def _median_run(url: str, page: str, runs: int, slowdown) -> dict:
+    """Run Lighthouse `runs` times on `page`; keep the median report; return its summary."""
+    name = page.strip("/").replace("/", "-") or "index"
+    done = []
+    for i in range(runs):
+        report = ROOT / "build" / "lighthouse" / f"{name}-{i}.json"
+        lhr = run_page(f"{url}/{page}", report, None if slowdown == "stock" else slowdown)
+        done.append((summary(lhr), report))
+    done.sort(key=lambda r: r[0]["performance"] or 0)
+    kept, report = done[len(done) // 2]
+    report.replace(ROOT / "build" / "lighthouse" / f"{name}.json")
+    for _, other in done:
+        other.unlink(missing_ok=True)
+    scores = [r["performance"] for r, _ in done]
+    print(f"  /{page}: performance {scores}", flush=True)
+    return {**kept, "runs": scores}
+
+
+def _misses(rows: dict[str, dict], least: int) -> list[str]:
+    """Print each page's failed audits; return the scores below `least`."""
+    for page, r in rows.items():
+        for cat, ids in r["failed_audits"].items():
+            print(f"/{page} {cat}: {', '.join(ids)}")
+    return [
+        f"/{page} {cat} {r[cat]}"
+        for page, r in rows.items()
+        for cat in ("performance", "accessibility", "best-practices")
+        if r[cat] is None or r[cat] < least
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
     install()
-    pages = args.pages or [p for p in page_paths(site) if not p.startswith("404")]
+    pages = args.pages or [p for p in page_paths(args.site) if not p.startswith("404")]
     version = json.loads((CLI.parents[1] / "package.json").read_text())["version"]
     browser = subprocess.run([CHROMIUM, "--version"], capture_output=True, text=True).stdout
-    rows: dict[str, dict] = {}
     started = time.perf_counter()
-    with serve_like_pages(site) as url:
+    with serve_like_pages(args.site) as url:
         slowdown, host_index = args.cpu_slowdown, None
         if slowdown == "calibrated":
             host_index, slowdown = calibrate(f"{url}/")
@@ -315,64 +364,39 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"Lighthouse {version}, mobile profile, CPU slowdown {factor}x"
             f"{' (stock)' if slowdown == 'stock' else ''}, {browser.strip()}, {CHROME_FLAGS!r}; "
-            f"{len(pages)} pages of {site} x {args.runs} runs, served with gzip and max-age=600",
+            f"{len(pages)} pages of {args.site} x {args.runs} runs, served with gzip and "
+            "max-age=600",
             flush=True,
         )
-        for page in pages:
-            name = page.strip("/").replace("/", "-") or "index"
-            runs = []
-            for i in range(args.runs):
-                report = ROOT / "build" / "lighthouse" / f"{name}-{i}.json"
-                lhr = run_page(f"{url}/{page}", report, None if slowdown == "stock" else slowdown)
-                runs.append((summary(lhr), report))
-            runs.sort(key=lambda r: r[0]["performance"] or 0)
-            kept, report = runs[len(runs) // 2]
-            report.replace(ROOT / "build" / "lighthouse" / f"{name}.json")
-            for _, other in runs:
-                other.unlink(missing_ok=True)
-            rows[page or ""] = {**kept, "runs": [r["performance"] for r, _ in runs]}
-            print(f"  /{page}: performance {[r['performance'] for r, _ in runs]}", flush=True)
+        rows = {page or "": _median_run(url, page, args.runs, slowdown) for page in pages}
     print(_table(rows))
-    misses = [
-        f"/{page} {cat} {r[cat]}"
-        for page, r in rows.items()
-        for cat in ("performance", "accessibility", "best-practices")
-        if r[cat] is None or r[cat] < args.min
-    ]
-    for page, r in rows.items():
-        for cat, ids in r["failed_audits"].items():
-            print(f"/{page} {cat}: {', '.join(ids)}")
+    misses = _misses(rows, args.min)
     print(f"{time.perf_counter() - started:.0f} s; below {args.min}: {', '.join(misses) or 'none'}")
     suffix = "" if slowdown == "stock" else "-calibrated"
     out = Path(args.out or ROOT / "results" / f"lighthouse-mobile{suffix}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {
-                "lighthouse": version,
-                "browser": browser.strip(),
-                "chrome_flags": CHROME_FLAGS,
-                "profile": "mobile, simulated throttling",
-                "cpu_slowdown": factor,
-                "cpu_slowdown_from": (
-                    "the mobile profile"
-                    if slowdown == "stock"
-                    else f"host benchmark index {host_index:.0f}"
-                    if host_index
-                    else "--cpu-slowdown"
-                ),
-                "runs_per_page": args.runs,
-                "kept": "median run by performance score",
-                "server": "gzip, Cache-Control: max-age=600 (as GitHub Pages)",
-                "cpu_count": os.cpu_count(),
-                "load_average": os.getloadavg()[0],
-                "pages": rows,
-            },
-            indent=1,
-        )
-        + "\n",
-        encoding="utf-8",
+    source = (
+        "the mobile profile"
+        if slowdown == "stock"
+        else f"host benchmark index {host_index:.0f}"
+        if host_index
+        else "--cpu-slowdown"
     )
+    table = {
+        "lighthouse": version,
+        "browser": browser.strip(),
+        "chrome_flags": CHROME_FLAGS,
+        "profile": "mobile, simulated throttling",
+        "cpu_slowdown": factor,
+        "cpu_slowdown_from": source,
+        "runs_per_page": args.runs,
+        "kept": "median run by performance score",
+        "server": "gzip, Cache-Control: max-age=600 (as GitHub Pages)",
+        "cpu_count": os.cpu_count(),
+        "load_average": os.getloadavg()[0],
+        "pages": rows,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
     print(f"written: {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
     return 1 if misses else 0
 
