@@ -22,7 +22,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 _SECTION = re.compile(r"^# --8<-- \[(start|end):([A-Za-z0-9_\-]+)\]\s*$")
 
-__all__ = ["sections", "modules_needed", "notebook", "write_all", "chapters"]
+__all__ = ["sections", "modules_needed", "library_files", "notebook", "write_all", "chapters"]
 
 
 def sections(snippet: Path) -> list[tuple[str, str]]:
@@ -101,6 +101,21 @@ def _title(name: str) -> str:
     return " ".join([words[0][:1].upper() + words[0][1:]] + words[1:])
 
 
+def library_files(code: str, package: Path = ROOT / "gradflow_ref") -> dict[str, str]:
+    """Return {path in the package: text} of what `code` needs of gradflow_ref.
+
+    The modules it imports, directly or not, and, when gradflow_ref.benchmarks is among them,
+    the committed benchmark runs it reads (committed/bench-*.json, the package data).
+    """
+    files = {"__init__.py": (package / "__init__.py").read_text(encoding="utf-8")}
+    for module in modules_needed(code, package):
+        files[f"{module}.py"] = (package / f"{module}.py").read_text(encoding="utf-8")
+    if "benchmarks.py" in files:
+        for run in sorted((package / "committed").glob("bench-*.json")):
+            files[f"committed/{run.name}"] = run.read_text(encoding="utf-8")
+    return files
+
+
 def notebook(name: str, title: str, package: Path = ROOT / "gradflow_ref") -> nbformat.NotebookNode:
     """Return the lab of chapter `name` (snippets/<name>.py), a valid nbformat-4 notebook.
 
@@ -108,10 +123,7 @@ def notebook(name: str, title: str, package: Path = ROOT / "gradflow_ref") -> nb
     byte-identical).
     """
     parts = sections(ROOT / "snippets" / f"{name}.py")
-    code = "\n\n".join(c for _, c in parts)
-    files = {"__init__.py": (package / "__init__.py").read_text(encoding="utf-8")}
-    for module in modules_needed(code, package):
-        files[f"{module}.py"] = (package / f"{module}.py").read_text(encoding="utf-8")
+    files = library_files("\n\n".join(c for _, c in parts), package)
     setup = (
         "# Setup: write the gradflow_ref modules this lab uses to a temporary folder and import\n"
         "# them from there (generated from the repository; needs only torch and matplotlib).\n"
@@ -120,9 +132,10 @@ def notebook(name: str, title: str, package: Path = ROOT / "gradflow_ref") -> nb
         f"_SOURCES = {json.dumps(files, indent=0, sort_keys=True)}\n\n"
         "_lib = Path(tempfile.mkdtemp(prefix='gradflow_lab_'))\n"
         "atexit.register(shutil.rmtree, _lib, True)  # removed when the kernel stops\n"
-        "(_lib / 'gradflow_ref').mkdir()\n"
         "for _name, _text in _SOURCES.items():\n"
-        "    (_lib / 'gradflow_ref' / _name).write_text(_text)\n"
+        "    _path = _lib / 'gradflow_ref' / _name\n"
+        "    _path.parent.mkdir(parents=True, exist_ok=True)\n"
+        "    _path.write_text(_text)\n"
         "sys.path.insert(0, str(_lib))\n"
         "os.environ['PYTHONPATH'] = os.pathsep.join(\n"
         "    [str(_lib)] + [p for p in [os.environ.get('PYTHONPATH')] if p])\n"

@@ -107,3 +107,12 @@ def test_lab_is_written_as_jupyter_writes_it_with_stable_cell_ids(name, tmp_path
     assert [c.id for c in nb.cells] == [f"{name}-{i}" for i in range(len(nb.cells))]
     again = labs.write_all(tmp_path / "again", {name: CHAPTERS[name]})[0]
     assert again.read_bytes() == path.read_bytes()
+
+
+def test_a_lab_that_reads_committed_runs_carries_them():
+    files = labs.library_files("from gradflow_ref.benchmarks import committed_runs\n")
+    committed = sorted(p.name for p in (ROOT / "results").glob("bench-*.json"))
+    assert committed, "no committed run to carry"
+    assert sorted(n.removeprefix("committed/") for n in files if "/" in n) == committed
+    assert "benchmarks.py" in files
+    assert not any("/" in n for n in labs.library_files("from gradflow_ref.flow import mlp\n"))

@@ -238,5 +238,21 @@ def test_the_wheel_ships_gradflow_ref_only(tmp_path):
         check=True, capture_output=True, timeout=120,
     )  # fmt: skip
     (wheel,) = tmp_path.glob("gradflow_ref-*.whl")
-    tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
-    assert {t for t in tops if not t.endswith(".dist-info")} == {"gradflow_ref"}
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names if ".dist-info/" not in n} == {"gradflow_ref"}
+    # the committed benchmark runs travel with it, read by importlib.resources once installed
+    committed = sorted(p.name for p in (ROOT / "results").glob("bench-*.json"))
+    assert sorted(n.split("/")[-1] for n in names if "/committed/" in n) == committed
+    target = tmp_path / "installed"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+         str(target), str(wheel)],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    read = subprocess.run(
+        [sys.executable, "-S", "-c", "import sys; sys.path[:0] = [sys.argv[1]]; "
+         "from gradflow_ref.benchmarks import committed_runs as c; "
+         "print(*[r['file'] for r in c()])", str(target)],
+        cwd=tmp_path, check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    assert read.stdout.split() == committed
