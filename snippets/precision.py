@@ -154,7 +154,7 @@ assert gap == 0.0
 # --8<-- [end:autocast]
 
 
-# --8<-- [start:stall]
+# --8<-- [start:stall_train]
 def train(master: bool, steps: int = 200):
     if master:
         mw = MasterWeights(student())
@@ -181,6 +181,9 @@ def train(master: bool, steps: int = 200):
     return losses, frozen
 
 
+# --8<-- [end:stall_train]
+
+# --8<-- [start:stall]
 pure_losses, pure_frozen = train(master=False)
 master_losses, master_frozen = train(master=True)
 late = slice(100, 200)
@@ -213,7 +216,7 @@ fig = plot_stall(pure_losses, master_losses)
 # --8<-- [end:stall_figure]
 
 
-# --8<-- [start:memory_table]
+# --8<-- [start:bytes_per_param]
 def bytes_per_param(master: bool):
     model = student()
     if master:
@@ -231,6 +234,9 @@ def bytes_per_param(master: bool):
     return {k: v / n for k, v in training_state_bytes(model, optimizer, mw).items()}
 
 
+# --8<-- [end:bytes_per_param]
+
+# --8<-- [start:memory_table]
 fp32, mixed = bytes_per_param(master=False), bytes_per_param(master=True)
 parts = {
     "weights": "weights used in forward/backward",
