@@ -8,8 +8,8 @@ from torch import nn
 
 from gradflow_ref.loss_scaling import GradScaler, StaticScaler
 from gradflow_ref.precision import FORMATS, classify_tensor, relative_error, stored_value
-from gradflow_site.render import table
 
+device = "cuda" if torch.cuda.is_available() else "cpu"
 # --8<-- [end:imports]
 
 # --8<-- [start:rescue]
@@ -24,7 +24,7 @@ for g in (2e-5, 3e-6, 1e-7, 1e-8):
 assert stored_value(1e-8, "float16") == 0.0 and stored_value(1e-8 * S, "float16") > 0
 # --8<-- [end:rescue]
 
-# --8<-- [start:gradients]
+# --8<-- [start:tiny_lm]
 vocab, dim, tokens = 2048, 64, 2048
 
 
@@ -45,75 +45,62 @@ class TinyLM(nn.Module):
         return self.head(self.norm2(h))
 
 
+# --8<-- [end:tiny_lm]
+
+
+# --8<-- [start:gradients]
 torch.manual_seed(0)
 zipf = 1 / torch.arange(1, vocab + 1) ** 1.1
-stream = torch.multinomial(zipf / zipf.sum(), tokens + 1, replacement=True)
-model = TinyLM()
+stream = torch.multinomial(zipf / zipf.sum(), tokens + 1, replacement=True).to(device)
+model = TinyLM().to(device)
 F.cross_entropy(model(stream[:-1]), stream[1:]).backward()
 grads = torch.cat([p.grad.flatten() for p in model.parameters()])
 nonzero = grads[grads != 0]
-rows = []
+zero_share = (grads == 0).float().mean().item()
+print(f"{grads.numel():,} gradients, {zero_share:.1%} exactly zero in FP32\n")
+print("| scale | rounded to zero | subnormal (fewer bits) | overflow to inf |\n|:--|--:|--:|--:|")
 for k in (0, 4, 8, 16, 24):
     c = classify_tensor(nonzero * 2.0**k, "float16")
-    rows.append(
-        [f"2^{k}", f"{c['underflow']:.3%}", f"{c['subnormal']:.2%}", f"{c['overflow']:.3%}"]
-    )
-print(
-    f"{grads.numel():,} gradients, {(grads == 0).float().mean():.1%} exactly zero in FP32 "
-    f"(embedding rows of tokens not in the batch); of the rest, in FP16 after scaling:\n"
-)
-print(
-    table(
-        ["scale", "rounded to zero", "subnormal (fewer bits)", "overflow to inf"],
-        rows,
-        align="lrrr",
-    )
-)
+    print(f"| 2^{k} | {c['underflow']:.3%} | {c['subnormal']:.2%} | {c['overflow']:.3%} |")
 # --8<-- [end:gradients]
 
+
 # --8<-- [start:histogram_figure]
-fp16 = FORMATS["float16"]
-fig, ax = plt.subplots()
-log2g = nonzero.abs().log2()
-for k, colour in ((0, "tab:blue"), (8, "tab:green")):
-    ax.hist(log2g + k, bins=120, range=(-40, 20), alpha=0.6, color=colour, label=f"scale 2^{k}")
-ax.axvspan(
-    -40,
-    math.log2(fp16.min_subnormal) - 1,
-    color="tab:red",
-    alpha=0.15,
-    label="rounds to zero in FP16",
-)
-ax.axvspan(
-    math.log2(fp16.min_subnormal) - 1,
-    math.log2(fp16.min_normal),
-    color="orange",
-    alpha=0.15,
-    label="FP16 subnormal",
-)
-ax.axvspan(
-    math.log2(fp16.overflow_threshold), 20, color="black", alpha=0.1, label="overflows to inf"
-)
-ax.set_xlabel("log2 |gradient x scale|")
-ax.set_ylabel("number of gradients")
-ax.set_title("Gradients of a tiny language model at initialisation (FP32)")
-ax.legend(fontsize="small")
+def plot_histogram(nonzero, fp16=FORMATS["float16"]):
+    fig, ax = plt.subplots()
+    log2g = nonzero.abs().log2().cpu()
+    for k, colour in ((0, "tab:blue"), (8, "tab:green")):
+        ax.hist(log2g + k, bins=120, range=(-40, 20), alpha=0.6, color=colour, label=f"scale 2^{k}")
+    zero, normal = math.log2(fp16.min_subnormal) - 1, math.log2(fp16.min_normal)
+    ax.axvspan(-40, zero, color="tab:red", alpha=0.15, label="rounds to zero in FP16")
+    ax.axvspan(zero, normal, color="orange", alpha=0.15, label="FP16 subnormal")
+    inf = math.log2(fp16.overflow_threshold)
+    ax.axvspan(inf, 20, color="black", alpha=0.1, label="overflows to inf")
+    ax.set_xlabel("log2 |gradient x scale|")
+    ax.set_ylabel("number of gradients")
+    ax.set_title("Gradients of a tiny language model at initialisation (FP32)")
+    ax.legend(fontsize="small")
+    return fig
+
+
+fig = plot_histogram(nonzero)
 # --8<-- [end:histogram_figure]
 
-# --8<-- [start:static_vs_dynamic]
+# --8<-- [start:fp16_training]
 g = torch.Generator().manual_seed(0)
-xs = torch.randn(8, 64, 16, generator=g)
-ys = (xs @ torch.randn(16, 8, generator=g)).argmax(-1)
+xs = torch.randn(8, 64, 16, generator=g).to(device)
+ys = (xs @ torch.randn(16, 8, generator=g).to(device)).argmax(-1)
+CORRUPTED = (40, 130)
 
 
-def train(scaler, steps, corrupted=(40, 130)):
+def train(scaler, steps, corrupted=CORRUPTED):
     torch.manual_seed(1)
-    net = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 8))
+    net = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 8)).to(device)
     optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
     scales, losses = [], []
     for step in range(steps):
         x = xs[step % 8] * (1e4 if step in corrupted else 1.0)
-        with torch.autocast(device_type="cpu", dtype=torch.float16):
+        with torch.autocast(device_type=device, dtype=torch.float16):
             loss = F.cross_entropy(net(x), ys[step % 8])
         scaler.scale(loss).backward()
         scaler.step(optimizer)
@@ -124,41 +111,50 @@ def train(scaler, steps, corrupted=(40, 130)):
     return scales, losses
 
 
+# --8<-- [end:fp16_training]
+
+# --8<-- [start:static_vs_dynamic]
+runs = {}
 for label, scaler in (
-    ("static 2^10", StaticScaler(2.0**10)),
-    ("static 2^24", StaticScaler(2.0**24)),
-    ("dynamic from 2^24", GradScaler(init_scale=2.0**24, growth_interval=10)),
+    ("static 2^10", StaticScaler(2.0**10, device=device)),
+    ("static 2^24", StaticScaler(2.0**24, device=device)),
+    ("dynamic from 2^24", GradScaler(device, init_scale=2.0**24, growth_interval=10)),
 ):
     scales, losses = train(scaler, steps=60)
+    runs[label] = {"skipped": scaler.skipped_steps, "losses": losses, "scales": scales}
     print(
         f"{label:<18} skipped {scaler.skipped_steps:2d} of 60 steps, "
         f"loss {losses[0]:.3f} -> {losses[-1]:.3f}, final scale 2^{math.log2(scales[-1]):.0f}"
     )
 # --8<-- [end:static_vs_dynamic]
 
-# --8<-- [start:dynamic_history_figure]
-scaler = GradScaler(init_scale=2.0**16, growth_interval=10)
-scales, losses = train(scaler, steps=200)
-skipped = [s for s in range(1, 200) if scales[s] < scales[s - 1]]
+# --8<-- [start:dynamic_history]
+history_scaler = GradScaler(device, init_scale=2.0**16, growth_interval=10)
+history, history_losses = train(history_scaler, steps=200)
+skipped = [s for s in range(1, 200) if history[s] < history[s - 1]]
 print(
-    f"{scaler.skipped_steps} skipped steps (at {', '.join(map(str, skipped))}); "
-    f"scale from 2^16 to 2^{math.log2(scales[-1]):.0f}"
+    f"{history_scaler.skipped_steps} skipped steps (at {', '.join(map(str, skipped))}); "
+    f"scale from 2^16 to 2^{math.log2(history[-1]):.0f}"
 )
-fig, ax = plt.subplots()
-ax.step(range(200), [math.log2(s) for s in scales], where="post", label="log2 scale")
-ax.plot(
-    skipped,
-    [math.log2(scales[s]) for s in skipped],
-    "x",
-    color="tab:red",
-    label="step skipped (inf/NaN gradient)",
-)
-for s in (40, 130):
-    ax.axvline(s, color="grey", linestyle=":", linewidth=1)
-ax.set_xlabel("step")
-ax.set_ylabel("log2 of the loss scale")
-ax.set_title("Dynamic loss scale of an FP16 run (dotted: corrupted batches)")
-ax.legend()
+# --8<-- [end:dynamic_history]
+
+
+# --8<-- [start:dynamic_history_figure]
+def plot_history(history, skipped, corrupted=CORRUPTED):
+    fig, ax = plt.subplots()
+    ax.step(range(len(history)), [math.log2(s) for s in history], where="post", label="log2 scale")
+    marks = [math.log2(history[s]) for s in skipped]
+    ax.plot(skipped, marks, "x", color="tab:red", label="step skipped (inf/NaN gradient)")
+    for s in corrupted:
+        ax.axvline(s, color="grey", linestyle=":", linewidth=1)
+    ax.set_xlabel("step")
+    ax.set_ylabel("log2 of the loss scale")
+    ax.set_title("Dynamic loss scale of an FP16 run (dotted: corrupted batches)")
+    ax.legend()
+    return fig
+
+
+fig = plot_history(history, skipped)
 # --8<-- [end:dynamic_history_figure]
 
 # --8<-- [start:bf16_needs_none]
@@ -173,10 +169,14 @@ assert classify_tensor(nonzero, "bfloat16")["normal"] == 1.0
 # --8<-- [end:bf16_needs_none]
 
 # --8<-- [start:pytorch_usage]
-torch_scales, _ = train(torch.amp.GradScaler("cpu", growth_interval=10), steps=60)
+torch_scales, _ = train(torch.amp.GradScaler(device, growth_interval=10), steps=60)
+defaults = torch.amp.GradScaler(device)
 print(
-    f"torch.amp.GradScaler('cpu') starts at {torch.amp.GradScaler('cpu').get_scale():g}; "
-    f"same 60-step scale history as gradflow_ref: {torch_scales == scales[:60]}"
+    f"torch.amp.GradScaler({device!r}) defaults: init_scale {defaults.get_scale():g}, "
+    f"growth_factor {defaults.get_growth_factor():g}, "
+    f"backoff_factor {defaults.get_backoff_factor():g}, "
+    f"growth_interval {defaults.get_growth_interval()}"
 )
-assert torch_scales == scales[:60]
+print(f"same 60-step scale history as gradflow_ref: {torch_scales == history[:60]}")
+assert torch_scales == history[:60]
 # --8<-- [end:pytorch_usage]
