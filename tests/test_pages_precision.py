@@ -31,7 +31,7 @@ def test_formats_nan_code_is_torchs_nan():
     for f, row in zip(FORMATS.values(), page.formats()):
         code = torch.tensor(row["nan_code"], dtype=torch.int64)
         # the unsigned pattern, as the format's own integer view
-        bits = (code - 2 ** f.bits if row["nan_code"] >= 2 ** (f.bits - 1) else code).to(
+        bits = (code - 2**f.bits if row["nan_code"] >= 2 ** (f.bits - 1) else code).to(
             INTS[f.bytes]
         )
         assert math.isnan(bits.view(f.dtype).float().item()), f.name
