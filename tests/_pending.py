@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-PENDING: set[str] = {"pipeline", "precision", "loss_scaling"}
+PENDING: set[str] = {"pipeline"}
 
 
 def param(name: str, value=None):
