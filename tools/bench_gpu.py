@@ -4,6 +4,8 @@
 
 Prints the figures and writes them as JSON (device name and type, torch version, date) for
 docs/checkpointing.md and docs/pipeline.md, which render a committed CUDA result as a table.
+A committed results/bench-*.json ships inside the gradflow_ref package (gradflow_ref/committed
+links to results/), where gradflow_ref.benchmarks.committed_runs() reads it.
 """
 
 from __future__ import annotations
