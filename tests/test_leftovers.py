@@ -64,3 +64,26 @@ def test_a_test_run_that_leaves_a_file_or_a_process_fails(tmp_path):
     assert len(pids) == 1 and "time.sleep(20)" in result.stdout
     # the run's own temporary directory is gone: no new entry beside pytest's folder
     assert [p.name for p in system.iterdir() if not p.name.startswith("pytest-of-")] == []
+
+
+def test_a_notebook_run_leaves_no_temporary_file_and_no_process(tmp_path):
+    """A lab run as Jupyter runs it (a kernel, the setup cell's module folder) cleans up."""
+    from gradflow_site import labs
+
+    notebook = labs.write_all(tmp_path / "labs", {"telephone": "The telephone game"})[0]
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = dict(
+        os.environ,
+        TMPDIR=str(temp),
+        GRADFLOW_NOTEBOOK_RUN=str(tmp_path),
+        OMP_NUM_THREADS="1",
+        MPLBACKEND="Agg",
+    )
+    subprocess.run(
+        [sys.executable, "-m", "nbconvert", "--to", "notebook", "--execute",
+         "--output-dir", str(tmp_path / "out"), str(notebook)],
+        env=env, check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    assert sorted(p.name for p in temp.iterdir()) == []
+    assert tagged_processes(str(tmp_path), var="GRADFLOW_NOTEBOOK_RUN") == []
