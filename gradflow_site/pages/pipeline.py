@@ -4,7 +4,7 @@
 checkpointing) with gradflow_ref.pipeline.trace_step and writes what each stage did in that run.
 `memory_widget` builds the calculator's presets and precision layouts (Trainer's layout first)
 from gradflow_ref.memory, plus the sharding payload of gradflow_site.pages.memory. `gpu_table`
-reads the pipeline figures of the committed `python -m gradflow_site.bench_gpu` runs.
+tables the pipeline figures of the committed `python -m tools.bench_gpu` runs on CUDA.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ import markdown
 import torch
 from torch import nn
 
+from gradflow_ref.benchmarks import committed_runs
 from gradflow_ref.checkpointing import SavedTensorMeter, checkpoint_sequential
 from gradflow_ref.loss_scaling import GradScaler
 from gradflow_ref.memory import MemoryConfig, parameter_count, training_memory
 from gradflow_ref.pipeline import STAGES, PipelineConfig, Trainer, trace_step
-from gradflow_site.pages.checkpointing import committed, run_label
+from gradflow_site.pages.checkpointing import run_label
 from gradflow_site.pages.memory import sharding_data
 from gradflow_site.render import build_machine, table
 from gradflow_site.widgets import widget
@@ -33,7 +34,6 @@ __all__ = [
     "TRAINER_PRECISION",
     "build_machine",
     "bytes_per_param",
-    "committed",
     "gpu_runs",
     "gpu_table",
     "layout_sizes",
@@ -445,15 +445,15 @@ def memory_widget(data: dict) -> str:
 # ---------------------------------------------------------------- committed GPU runs
 
 
-def gpu_runs(runs: list[dict]) -> list[dict]:
-    """Return the committed runs (gradflow_site.pages.checkpointing.committed) made on CUDA."""
-    return [r for r in runs if r["device_type"] == "cuda"]
+def gpu_runs() -> list[dict]:
+    """Return the committed benchmark runs made on CUDA (gradflow_ref.benchmarks)."""
+    return committed_runs("cuda")
 
 
 def gpu_table(runs: list[dict]) -> str:
-    """Return a Markdown table of the pipeline figures of every committed CUDA run, or ""."""
+    """Return a Markdown table of the pipeline figures of `runs` (CUDA runs), or "" if none."""
     rows = []
-    for run in gpu_runs(runs):
+    for run in runs:
         step, prec = run["pipeline"], run["precision"]
         for key in ("no_checkpointing", "checkpointing"):
             rows.append(

@@ -1,0 +1,197 @@
+"""Builders of docs/pipeline.md (gradflow_site/pages/pipeline.py)."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+import pytest
+import torch
+from torch import nn
+
+from gradflow_ref.benchmarks import committed_runs
+from gradflow_ref.loss_scaling import GradScaler
+from gradflow_ref.memory import MemoryConfig, training_memory
+from gradflow_ref.pipeline import BUGS, STAGES, PipelineConfig, Trainer, trace_step
+from gradflow_site.pages import memory as endgame
+from gradflow_site.pages import pipeline as page
+
+SHAPE = dict(n_params=7_000_000_000, n_layers=32, hidden=4096, n_heads=32, seq_len=4096)
+SHAPE |= dict(micro_batch=1, vocab=32000, dropout=False, stores_scores=False)
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def tiny_model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 8), nn.GELU(), nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 3))
+
+
+def tiny_batch_maker(gen):
+    def make_batch():
+        x = torch.randn(5, 6, generator=gen)
+        return x, torch.randint(0, 3, (5,), generator=gen)
+
+    return make_batch
+
+
+def widget_data(markup: str) -> dict:
+    found = re.search(r'data-gf-data="([^"]*)"', markup)
+    assert found, "no widget data in the markup"
+    return json.loads(html.unescape(found.group(1)))
+
+
+@pytest.fixture(scope="module")
+def bug_runs():
+    """Correct and buggy reports of two steps for each ordering bug, as the chapter runs them."""
+    gen, runs = torch.Generator().manual_seed(3), {}
+    make_batch = tiny_batch_maker(gen)
+    for bug in BUGS:
+        dtype = torch.float16 if bug in ("clip_scaled", "schedule_on_skip") else torch.bfloat16
+        pair = []
+        for which in (None, bug):
+            gen.manual_seed(3)
+            cfg = PipelineConfig(1e-2, 1e-3, 2, 8, max_norm=0.1, dtype=dtype, bug=which)
+            cfg.init_scale = 2.0**20
+            trainer = Trainer(tiny_model(), cfg)
+            pair.append([trainer.step([make_batch() for _ in range(3)]) for _ in range(2)])
+        runs[bug] = tuple(pair)
+    return runs
+
+
+def test_memory_data_opens_on_trainers_layout():
+    data = page.memory_data(SHAPE)
+    key = data["defaults"]["precision"]
+    assert key == page.TRAINER_PRECISION
+    layout = {k: v for k, v in data["precisions"][key].items() if k != "label"}
+    # Trainer: BF16 weights for compute, FP32 masters, FP32 gradients on them, FP32 AdamW states
+    assert layout == {
+        "param_dtype": "bfloat16",
+        "master_dtype": "float32",
+        "grad_dtype": "float32",
+        "state_dtype": "float32",
+        "activation_dtype": "bfloat16",
+    }
+    trainer = Trainer(nn.Sequential(nn.Linear(2, 2)))
+    assert trainer.master.params[0].dtype == torch.float32
+    assert trainer.model[0].weight.dtype == torch.bfloat16
+    seven = next(p for p in data["presets"] if p["name"] == data["defaults"]["preset"])
+    opened = {
+        k: seven[k] for k in ("n_params", "n_layers", "hidden", "n_heads", "seq_len", "vocab")
+    }
+    opened |= {k: DTYPES[v] if v else None for k, v in layout.items()}
+    opened |= {k: data["defaults"][k] for k in ("micro_batch", "stores_scores", "dropout")}
+    page_budget = training_memory(MemoryConfig(**SHAPE, grad_dtype=torch.float32))
+    assert training_memory(MemoryConfig(**opened)) == page_budget
+
+
+def test_memory_data_carries_the_sharding_payload():
+    assert page.memory_data(SHAPE)["sharding"] == endgame.sharding_data()
+
+
+def test_memory_data_rejects_a_shape_other_than_the_7b_preset():
+    with pytest.raises(ValueError, match="7B preset"):
+        page.memory_data(SHAPE | {"hidden": 4000})
+
+
+def test_bytes_per_param_adds_the_itemsizes_of_each_layout():
+    got = page.bytes_per_param(SHAPE)
+    for key, (_, param, master, grad, state, _) in page.MEMORY_PRECISIONS.items():
+        want = param.itemsize + (master.itemsize if master else 0) + grad.itemsize
+        assert got[key] == want + 2 * state.itemsize, key  # AdamW: two states
+    assert (got["mixed_fp32_grads"], got["mixed_bf16"], got["fp32"]) == (18, 16, 16)
+
+
+def test_layout_sizes_names_every_preset():
+    text = page.layout_sizes(page.memory_data(SHAPE))
+    assert [m.group(1) for m in re.finditer(r"\((\w+(?:\.\d)?[MB])\)", text)] == list(
+        page.MEMORY_PRESETS
+    )
+
+
+def test_memory_widget_is_the_memory_calculator_with_a_static_table():
+    markup = page.memory_widget(page.memory_data(SHAPE))
+    assert 'data-gf-widget="memory"' in markup
+    assert "FP32 masters and grads (Trainer)" in markup
+    assert widget_data(markup)["defaults"]["precision"] == page.TRAINER_PRECISION
+
+
+def test_trace_combinations_match_trace_step():
+    gen = torch.Generator().manual_seed(0)
+    combos = page.trace_combinations(tiny_model, tiny_batch_maker(gen), n_micro=2, segments=2)
+    assert sorted(combos) == sorted(
+        f"{p}-{a}-{c}" for p in ("bf16", "fp16") for a in (0, 1) for c in (0, 1)
+    )
+    for key, combo in combos.items():
+        precision, accumulate, checkpointed = key.split("-")
+        dtype = torch.float16 if precision == "fp16" else torch.bfloat16
+        trainer = Trainer(
+            tiny_model(), PipelineConfig(dtype=dtype, segments=2 if int(checkpointed) else 1)
+        )
+        batches = [tiny_batch_maker(gen)() for _ in range(2 if int(accumulate) else 1)]
+        _, stages = trace_step(trainer, batches)
+        kept = [s for s in stages if s.micro_batch in (0, None)]
+        assert [s[:3] for s in combo["stages"]] == [
+            [s.name, s.dtype, int(s.micro_batch is not None)] for s in kept
+        ], key
+        assert combo["micro"] == len(batches)
+        names = [s[0] for s in combo["stages"]]
+        assert ("scale" in names) == (precision == "fp16")
+        assert ("recompute" in names) == bool(int(checkpointed))
+        assert all(text for _, _, _, text in combo["stages"])
+
+
+def test_stage_info_describes_every_stage_from_the_runs(bug_runs):
+    info = page.stage_info(bug_runs, n_micro=3, per_micro_clips=3)
+    assert set(info) == set(STAGES)
+    assert all(len(v) == 3 and all(v) for v in info.values())
+    bad = bug_runs["clip_scaled"][1][-1].grad_norm
+    assert f"{bad:.3g}" in info["unscale"][2]
+    twice = page.refusal(["backward", "unscale_", "backward", "unscale_"])
+    assert f"“{twice}”" in info["unscale"][2]
+    assert f"{bug_runs['no_zero'][1][-1].grad_norm:.3f}" in info["zero"][2]
+
+
+def test_stage_widget_leaves_the_random_state_as_it_was(bug_runs):
+    gen = torch.Generator().manual_seed(7)
+    torch.manual_seed(11)
+    before_gen, before_global = gen.get_state(), torch.random.get_rng_state()
+    markup = page.stage_widget(tiny_model, tiny_batch_maker(gen), gen, bug_runs, n_micro=3)
+    assert torch.equal(gen.get_state(), before_gen)
+    assert torch.equal(torch.random.get_rng_state(), before_global)
+    data = widget_data(markup)
+    assert set(data["info"]) == set(STAGES) and data["segments"] == 3
+    assert len(data["combos"]) == 8
+
+
+def test_refusal_returns_grad_scalers_message_and_rejects_a_correct_order():
+    scaler, w = GradScaler(), nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([w], lr=0.1)
+    scaler.scale(w.sum()).backward()
+    scaler.unscale_(opt)
+    with pytest.raises(RuntimeError) as err:
+        scaler.unscale_(opt)
+    assert page.refusal(["backward", "unscale_", "unscale_"]) == str(err.value)
+    with pytest.raises(ValueError, match="refusal"):
+        page.refusal(["backward", "unscale_", "step", "update"])
+
+
+def test_gpu_runs_are_the_committed_cuda_runs():
+    assert page.gpu_runs() == committed_runs("cuda")
+    assert all(run["device_type"] == "cuda" for run in page.gpu_runs())
+
+
+def test_gpu_table_has_two_rows_per_run_and_nothing_without_runs():
+    assert page.gpu_table([]) == ""
+    run = dict(committed_runs("cpu")[0], device="NVIDIA H100 80GB HBM3", device_type="cuda")
+    run["file"] = "bench-h100.json"
+    run["pipeline"] = {
+        **run["pipeline"],
+        "checkpointing": {**run["pipeline"]["checkpointing"], "peak_bytes": 3 * 2**20},
+        "no_checkpointing": {**run["pipeline"]["no_checkpointing"], "peak_bytes": 5 * 2**20},
+    }
+    text = page.gpu_table([run])
+    assert text.count("NVIDIA H100 80GB HBM3") == 2  # one row with and one without checkpointing
+    ratio = run["precision"]["float32"] / run["precision"]["bfloat16"]
+    assert f"{ratio:.1f}×" in text
+    assert "| 5.0 |" in text and "| 3.0 |" in text  # peak MiB of each row
