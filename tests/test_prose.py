@@ -109,3 +109,28 @@ def test_sentences_printed_finds_a_printed_sentence():
         " after clipping",
     ] or sentences_printed('print("The norm is small after clipping")')
     assert sentences_printed("print(table(rows))") == []
+
+
+@pytest.mark.parametrize("page", PAGE_PARAMS)
+def test_page_shows_no_wall_of_code(page):
+    """A block a reader sees is at most 25 lines; longer code sits in a collapsed `???` block."""
+    from tests.test_copy_run import shown_blocks
+
+    lines = page.read_text(encoding="utf-8").splitlines()
+    walls = []
+    for line, _, code in shown_blocks(page):
+        if len(code.splitlines()) <= 25:
+            continue
+        fence = lines[line - 1]
+        indent = len(fence) - len(fence.lstrip())
+        parent = next(
+            (
+                t
+                for t in reversed(lines[: line - 1])
+                if t.strip() and len(t) - len(t.lstrip()) < indent
+            ),
+            "",
+        )
+        if not parent.lstrip().startswith("???"):
+            walls.append(f"{page.name}:{line}: {len(code.splitlines())} lines")
+    assert not walls, walls
