@@ -50,7 +50,8 @@
   // pointer) ends that at once.
   let holding = 0;
   const hold = (id) => {
-    const el = id && document.getElementById(decodeURIComponent(id));
+    const find = () => id && document.getElementById(decodeURIComponent(id));
+    let el = find();
     if (!el) return;
     const mine = ++holding;
     const stop = () => { holding++; };
@@ -59,6 +60,11 @@
     let last = NaN, still = 0, want = null, end = 0;
     const step = () => {
       if (mine !== holding) return;
+      // instant navigation may swap the page's content under us (same page, new nodes): a
+      // detached heading measures 0 and would scroll the page to the top, so follow the new one
+      const now_el = find();
+      if (!now_el) return;
+      if (now_el !== el) { el = now_el; want = null; still = 0; end = 0; last = NaN; }
       const now = performance.now();
       if (want === null) {
         // wait until the page has not scrolled for 3 frames (at most 1 s)
