@@ -328,7 +328,14 @@ class count_forwards:
     """
 
     def __init__(self, modules: Iterable[nn.Module]):
+        if not isinstance(modules, Iterable):
+            raise TypeError(
+                f"count_forwards: `modules` must be an iterable of nn.Module (a list of layers), "
+                f"got {type(modules).__name__}; wrap a single module as [module]."
+            )
         self.modules = list(modules)
+        for m in self.modules:
+            _checks.instance("count_forwards", "modules", m, nn.Module, "pass a list of layers.")
         self.count = 0  # forward calls of the given modules so far
         self._handles = []
 

@@ -87,7 +87,9 @@ def decode(code: int, fmt: Float8Format) -> float:
 
 
 def values(fmt: Float8Format) -> list[float]:
-    """Return the values of all 256 codes of `fmt`, in code order."""
+    """Return the values of all 256 codes of `fmt` ("e4m3", "e5m2" or a Float8Format), in code
+    order."""
+    fmt = _fmt(fmt, "values")
     return [decode(code, fmt) for code in range(256)]
 
 
@@ -97,12 +99,13 @@ FORMATS = {
 }
 
 
-def _fmt(fmt) -> Float8Format:
+def _fmt(fmt, func: str = "fp8") -> Float8Format:
     if isinstance(fmt, str) and fmt in FORMATS:
         return FORMATS[fmt]
     if isinstance(fmt, Float8Format):
         return fmt
-    raise ValueError(f"fp8: `fmt` must be one of {sorted(FORMATS)} or a Float8Format, got {fmt!r}.")
+    error = ValueError if isinstance(fmt, str) else TypeError
+    raise error(f"{func}: `fmt` must be one of {sorted(FORMATS)} or a Float8Format, got {fmt!r}.")
 
 
 def fake_quantize(x: torch.Tensor, fmt, scale: torch.Tensor | float) -> torch.Tensor:

@@ -85,6 +85,13 @@ class MasterWeights:
                     m.grad.zero_()
 
 
+def _instance(name: str, value, cls) -> None:
+    if not isinstance(value, cls):
+        raise TypeError(
+            f"training_state_bytes: `{name}` must be a {cls.__name__}, got {type(value).__name__}."
+        )
+
+
 def _nbytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors if t is not None)
 
@@ -103,7 +110,16 @@ def training_state_bytes(
 
     Returns:
         {"weights", "grads", "master", "master_grads", then one entry per optimizer state key}.
+
+    Raises:
+        TypeError: `model` is not an nn.Module, `optimizer` not a torch optimizer or `master`
+            not a MasterWeights.
     """
+    _instance("model", model, nn.Module)
+    if optimizer is not None:
+        _instance("optimizer", optimizer, torch.optim.Optimizer)
+    if master is not None:
+        _instance("master", master, MasterWeights)
     params = list(model.parameters())
     out = {
         "weights": _nbytes(params),
