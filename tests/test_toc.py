@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 import pytest
 
 from tests._browser import open_page, page_paths
 
 pytestmark = [pytest.mark.build, pytest.mark.browser]
 
-SETTLE = "() => new Promise(r => setTimeout(() => requestAnimationFrame(() => r()), 600))"
+# after the clicks, 600 ms for the jumps to settle, then one animation frame on each page
+SETTLE_MS = 600
+FRAME = "() => new Promise(r => requestAnimationFrame(() => r()))"
 # where the heading is under the sticky header, and whether the page is scrolled as far as it
 # goes (a last heading may then stay lower)
 OFFSET = """(id) => {
@@ -21,29 +25,32 @@ OFFSET = """(id) => {
 MOST = 20
 
 
-def toc_offsets(page) -> dict[str, tuple[float, bool]]:
-    """Click every entry of the page's table of contents.
-
-    Returns {#anchor: (px from the header's bottom to the heading, page scrolled to its end)}.
-    """
-    out = {}
-    # Material writes the entries as absolute URLs ending in #anchor
-    links = page.locator(".md-sidebar--secondary .md-nav--secondary a[href*='#']")
-    for i in range(links.count()):
-        anchor = links.nth(i).get_attribute("href").split("#", 1)[1]
-        links.nth(i).click()
-        page.evaluate(SETTLE)
-        out[f"#{anchor}"] = page.evaluate(OFFSET, anchor)
-    return out
+LINKS = ".md-sidebar--secondary .md-nav--secondary a[href*='#']"
 
 
 def test_toc_click_lands_on_the_heading(browser, server, site):
-    worst = {}
-    for path in page_paths(site):
-        if path.startswith(("labs/", "404")) or path == "":
-            continue
-        with open_page(browser, server, path, width=1280, mount=False) as (page, _):
-            for href, (offset, at_end) in toc_offsets(page).items():
+    # every page open at once, each in its own context (its own window, not a background tab):
+    # the i-th entry of every page is clicked, then one settle serves them all
+    paths = [p for p in page_paths(site) if not p.startswith(("labs/", "404")) and p != ""]
+    worst, seen = {}, 0
+    with ExitStack() as stack:
+        pages = {p: stack.enter_context(open_page(browser, server, p, mount=False))[0] for p in paths}
+        links = {p: page.locator(LINKS) for p, page in pages.items()}
+        counts = {p: loc.count() for p, loc in links.items()}
+        for i in range(max(counts.values())):
+            clicked = {}
+            for path, page in pages.items():
+                if i < counts[path]:
+                    link = links[path].nth(i)
+                    clicked[path] = link.get_attribute("href").split("#", 1)[1]
+                    link.click()
+            pages[paths[0]].wait_for_timeout(SETTLE_MS)  # one wait: every page settles meanwhile
+            for path in clicked:
+                pages[path].evaluate(FRAME)
+            for path, anchor in clicked.items():
+                offset, at_end = pages[path].evaluate(OFFSET, anchor)
+                seen += 1
                 if not (0 <= offset <= MOST or (at_end and offset > 0)):
-                    worst[f"{path}{href}"] = round(offset, 1)
+                    worst[f"{path}#{anchor}"] = round(offset, 1)
+    assert seen > 50, f"only {seen} table-of-contents entries found"
     assert not worst, f"headings off their place after a TOC click (px below the header): {worst}"
