@@ -34,12 +34,13 @@ def test_toc_click_lands_on_the_heading(browser, server, site):
     paths = [p for p in page_paths(site) if not p.startswith(("labs/", "404")) and p != ""]
     worst, seen = {}, 0
     with ExitStack() as stack:
-        pages = {p: stack.enter_context(open_page(browser, server, p, mount=False))[0] for p in paths}
+        opened = {p: stack.enter_context(open_page(browser, server, p, mount=False)) for p in paths}
+        pages = {p: page for p, (page, _) in opened.items()}
         links = {p: page.locator(LINKS) for p, page in pages.items()}
         counts = {p: loc.count() for p, loc in links.items()}
         for i in range(max(counts.values())):
             clicked = {}
-            for path, page in pages.items():
+            for path in pages:
                 if i < counts[path]:
                     link = links[path].nth(i)
                     clicked[path] = link.get_attribute("href").split("#", 1)[1]
