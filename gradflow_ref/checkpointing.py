@@ -155,9 +155,12 @@ class _autocast:
     """Re-enter the autocast state of the original forward (backward runs outside it)."""
 
     def __init__(self, states, cache):
+        # a device whose autocast was off in the forward and is off now needs no context
+        # (building a torch.autocast costs about half a millisecond)
         self.contexts = [
             torch.autocast(d, dtype=dtype, enabled=on, cache_enabled=cache)
             for d, (on, dtype) in states.items()
+            if on or torch.is_autocast_enabled(d)
         ]
 
     def __enter__(self):

@@ -33,6 +33,8 @@ __all__ = [
     "start_build",
     "stats",
     "versions",
+    "set_page",
+    "slowest_blocks",
     "widget_stats",
 ]
 
@@ -46,6 +48,8 @@ _state: dict = {
     "misses": 0,
     "widget_blocks": 0,
     "widget_seconds": 0.0,
+    "block_seconds": [],  # (seconds, session, first line) of every block run in this build
+    "page": "",  # the page whose blocks run now (hooks.on_page_markdown sets it)
     "showing": False,  # the block being run has a `source` option: the reader sees it
     "shown": [],  # (session, code, output) of every shown block, in build order
     "failed": set(),  # sessions with a block that raised in this build
@@ -97,6 +101,7 @@ def start_build(root: Path) -> None:
     _state["sessions"] = {}
     _state["hits"] = _state["misses"] = _state["widget_blocks"] = 0
     _state["widget_seconds"] = 0.0
+    _state["block_seconds"] = []
     _state["shown"] = []
     _state["failed"] = set()
 
@@ -125,6 +130,16 @@ def widget_stats() -> tuple[int, float]:
     Cached blocks cost nothing and are not counted; a clean build counts them all.
     """
     return _state["widget_blocks"], _state["widget_seconds"]
+
+
+def set_page(name: str) -> None:
+    """Name the page whose blocks run from now on (for slowest_blocks)."""
+    _state["page"] = name
+
+
+def slowest_blocks(n: int = 8) -> list[tuple[float, str, str]]:
+    """Return the `n` slowest blocks run in this build: (seconds, session, first code line)."""
+    return sorted(_state["block_seconds"], reverse=True)[:n]
 
 
 def install() -> None:
@@ -192,6 +207,7 @@ def _cached(compute, history: list[str]) -> tuple[bool, str]:
     """Return (hit, output) for the block that ends `history`, computing it on a miss."""
     if "widget(" in history[-1]:
         compute = _timed(compute)
+    compute = _clocked(compute, history[-1])
     if not _enabled() or _state["dir"] is None:
         _state["misses"] += 1
         return False, compute()
@@ -209,6 +225,21 @@ def _cached(compute, history: list[str]) -> tuple[bool, str]:
     tmp.write_text(output, encoding="utf-8")
     tmp.replace(path)
     return False, output
+
+
+def _clocked(compute, code: str):
+    """Wrap `compute` to record its run time with the block's first line (slowest_blocks)."""
+    import time
+
+    def run() -> str:
+        start = time.perf_counter()
+        try:
+            return compute()
+        finally:
+            line = next((x for x in code.splitlines() if x.strip()), "")
+            _state["block_seconds"].append((time.perf_counter() - start, _state["page"], line))
+
+    return run
 
 
 def _timed(compute):

@@ -1,10 +1,12 @@
 """Execute the rendered labs in background processes while the chapters build.
 
 The executed labs (labs/run/*.ipynb in the nav) used to run inside mkdocs-jupyter, one after the
-other, after every chapter had been built. Here each starts as soon as its notebook is written
-(`nbconvert --execute` in its own process, so it runs on another core beside the chapters), and
-mkdocs-jupyter (with `execute: false`) renders the executed copy. The build waits for a lab only
-when it reaches that page; a cell that raises fails the build with the lab's name.
+other, after every chapter had been built. Here they run in a background process (`nbconvert
+--execute`) while the chapters build, one lab at a time and at a lower CPU priority, so they use
+the core the chapters leave (two labs at once beside the chapters left the chapters, the
+build's longest path, two-thirds of a core on a 2-core machine). mkdocs-jupyter (with
+`execute: false`) renders the executed copy. The build waits for a lab only when it reaches
+that page; a cell that raises fails the build with the lab's name.
 
 With the execution cache on, an executed notebook is kept under .cache/labs/ by a key of the
 notebook's bytes (which embed every line of code it runs, gradflow_ref modules included) and
@@ -19,7 +21,8 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["LabRun", "start", "wait"]
@@ -31,15 +34,54 @@ class LabRun:
     src_dir: Path  # folder holding `uri` once executed (the File's src_dir)
     proc: subprocess.Popen | None  # None when the executed copy came from the cache
     log: Path | None  # nbconvert's output, read when it fails
+    cmd: list[str] = field(default_factory=list)  # nbconvert's command, run by the queue
+    done: threading.Event = field(default_factory=threading.Event)  # set once it has ended
 
 
 _runs: dict[str, LabRun] = {}
 
 
+_queue: list[LabRun] = []  # labs waiting for the one running now
+_lock = threading.Lock()
+_stopping = False
+
+
 def _kill_all() -> None:
+    global _stopping
+    with _lock:
+        _stopping = True
+        _queue.clear()
     for run in _runs.values():
         if run.proc is not None and run.proc.poll() is None:
             run.proc.kill()
+
+
+def _nice() -> None:  # in the child, before nbconvert starts
+    os.nice(10)
+
+
+def _drain() -> None:
+    """Run the queued labs one after the other (a daemon thread while there are any)."""
+    while True:
+        with _lock:
+            if not _queue or _stopping:
+                return
+            run = _queue[0]
+            with run.log.open("wb") as out:
+                run.proc = subprocess.Popen(
+                    run.cmd,
+                    cwd=(run.src_dir / run.uri).parent,
+                    env=dict(
+                        os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg", GRADFLOW_SITE_BUILD="1"
+                    ),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    preexec_fn=_nice if hasattr(os, "nice") else None,
+                )
+        run.proc.wait()
+        with _lock:
+            _queue.pop(0)
+        run.done.set()
 
 
 atexit.register(_kill_all)
@@ -83,7 +125,6 @@ def start(uri: str, notebook: Path, cache_root: Path | None, versions: str) -> L
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp_name = f".{target.stem}.{os.getpid()}.tmp"
     log = target.parent / f"{tmp_name}.log"
-    env = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg", GRADFLOW_SITE_BUILD="1")
     cmd = [
         sys.executable,
         "-m",
@@ -99,12 +140,13 @@ def start(uri: str, notebook: Path, cache_root: Path | None, versions: str) -> L
         tmp_name,
         str(notebook),
     ]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            cmd, cwd=target.parent, env=env, stdout=out, stderr=subprocess.STDOUT
-        )
-    run = LabRun(uri, src_dir, proc, log)
+    run = LabRun(uri, src_dir, None, log, cmd)
     _runs[uri] = run
+    with _lock:
+        _queue.append(run)
+        first = len(_queue) == 1
+    if first:
+        threading.Thread(target=_drain, name="gradflow-labs", daemon=True).start()
     return run
 
 
@@ -115,9 +157,11 @@ def wait(uri: str) -> LabRun:
         RuntimeError: the notebook raised or nbconvert failed; the message ends with its log.
     """
     run = _runs[uri]
-    if run.proc is None:
+    if not run.cmd:  # the executed copy came from the cache
         return run
-    code = run.proc.wait()
+    if not run.done.wait(timeout=900):
+        raise RuntimeError(f"executing {uri} did not finish within 15 minutes")
+    code = run.proc.returncode
     target = run.src_dir / uri
     produced = target.parent / f".{target.stem}.{os.getpid()}.tmp.ipynb"
     if code != 0 or not produced.exists():
@@ -126,5 +170,5 @@ def wait(uri: str) -> LabRun:
     produced.replace(target)
     if run.log is not None:
         run.log.unlink(missing_ok=True)
-    run.proc = None
+    run.proc, run.cmd = None, []
     return run
