@@ -3,7 +3,7 @@
 `costs` runs the cost sections of snippets/cheatsheet.py (the code the page shows under "How the
 costs were measured") in a namespace of its own, so the decision table at the top of the page
 quotes exactly what that code computes. `committed_speed` reads the BF16-versus-FP32 timings
-committed under results/ by `python -m gradflow_site.bench_gpu`, with the machine each was
+committed under results/ by `python -m tools.bench_gpu`, with the machine each was
 measured on: they are not measured when the site is built.
 """
 
@@ -77,7 +77,7 @@ def committed_speed(results: Path = RESULTS) -> list[dict]:
         except KeyError as err:
             raise ValueError(
                 f"committed_speed: {path.name} has no field {err}; rerun "
-                "`python -m gradflow_site.bench_gpu` to write a complete result."
+                "`python -m tools.bench_gpu` to write a complete result."
             ) from None
     return out
 
@@ -112,5 +112,5 @@ def ratio(records: list[dict], device_type: str = "cpu") -> float:
             return r["ratio"]
     raise ValueError(
         f"ratio: no committed result for device_type {device_type!r}; run "
-        f"`python -m gradflow_site.bench_gpu --device {device_type}` and commit its JSON."
+        f"`python -m tools.bench_gpu --device {device_type}` and commit its JSON."
     )

@@ -2,7 +2,7 @@
 
 `explorer` replays gradflow_ref's `checkpoint_sequential` on small MLPs and records, for every
 layer count and segment count the widget offers, the order in which layers run forward, run
-again and finish backward. `committed` reads the sweeps that `python -m gradflow_site.bench_gpu`
+again and finish backward. `committed` reads the sweeps that `python -m tools.bench_gpu`
 committed under results/: their wall times are not measured when the site is built, and the
 page names the file and machine each comes from.
 """
@@ -119,7 +119,7 @@ def committed(results: Path = RESULTS) -> list[dict]:
         if "checkpointing" not in run:
             raise ValueError(
                 f"committed: {path.name} has no 'checkpointing' sweep; rerun "
-                "`python -m gradflow_site.bench_gpu` to write a complete result."
+                "`python -m tools.bench_gpu` to write a complete result."
             )
         runs.append(dict(run, file=path.name))
     return runs
@@ -136,7 +136,7 @@ def first_run(runs: list[dict], device_type: str) -> dict:
             return run
     raise ValueError(
         f"first_run: no committed result for device_type {device_type!r}; run "
-        f"`python -m gradflow_site.bench_gpu` on such a device and commit its JSON."
+        f"`python -m tools.bench_gpu` on such a device and commit its JSON."
     )
 
 
