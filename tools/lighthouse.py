@@ -44,6 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "lighthouse"
 CLI = TOOL / "node_modules" / "lighthouse" / "cli" / "index.js"
 CHROME_FLAGS = "--headless=new --no-sandbox"
+# the reader's colour scheme: Material follows prefers-color-scheme, which this flag turns dark
+SCHEME_FLAGS = {"light": "", "dark": " --force-dark-mode"}
 CATEGORIES = ["performance", "accessibility", "best-practices", "seo"]
 # what GitHub Pages compresses (it gzips text; images and fonts are sent as they are)
 _COMPRESS = {
@@ -173,10 +175,12 @@ def run_page(
     cpu_slowdown: float | None = None,
     categories: list[str] = CATEGORIES,
     timeout: float = 240,
+    scheme: str = "light",
 ) -> dict:
     """Run Lighthouse (mobile, simulated throttling) on `url`; save the report; return it.
 
-    `cpu_slowdown` replaces the profile's CPU multiplier (4) when given.
+    `cpu_slowdown` replaces the profile's CPU multiplier (4) when given; `scheme` "dark" makes
+    the browser prefer a dark colour scheme (Material's slate palette).
     """
     report.parent.mkdir(parents=True, exist_ok=True)
     cmd = [
@@ -186,7 +190,7 @@ def run_page(
         "--output=json",
         f"--output-path={report}",
         f"--only-categories={','.join(categories)}",
-        f"--chrome-flags={CHROME_FLAGS}",
+        f"--chrome-flags={CHROME_FLAGS}{SCHEME_FLAGS[scheme]}",
         "--quiet",
     ]
     if cpu_slowdown is not None:
@@ -304,6 +308,12 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         default="stock",
         help="stock (the mobile profile's 4x), calibrated (for this host), or a factor",
     )
+    parser.add_argument(
+        "--scheme",
+        choices=sorted(SCHEME_FLAGS),
+        default="light",
+        help="the colour scheme the browser prefers: light (default) or dark (Material's slate)",
+    )
     parser.add_argument("--min", type=int, default=95, help="lowest acceptable score")
     parser.add_argument("--out", help="JSON table (default: results/lighthouse-mobile*.json)")
     args = parser.parse_args(argv)
@@ -317,13 +327,15 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _median_run(url: str, page: str, runs: int, slowdown) -> dict:
+def _median_run(url: str, page: str, runs: int, slowdown, scheme: str = "light") -> dict:
     """Run Lighthouse `runs` times on `page`; keep the median report; return its summary."""
     name = page.strip("/").replace("/", "-") or "index"
     done = []
     for i in range(runs):
         report = ROOT / "build" / "lighthouse" / f"{name}-{i}.json"
-        lhr = run_page(f"{url}/{page}", report, None if slowdown == "stock" else slowdown)
+        lhr = run_page(
+            f"{url}/{page}", report, None if slowdown == "stock" else slowdown, scheme=scheme
+        )
         done.append((summary(lhr), report))
     done.sort(key=lambda r: r[0]["performance"] or 0)
     kept, report = done[len(done) // 2]
@@ -363,16 +375,21 @@ def main(argv: list[str] | None = None) -> int:
         factor = 4.0 if slowdown == "stock" else slowdown
         print(
             f"Lighthouse {version}, mobile profile, CPU slowdown {factor}x"
-            f"{' (stock)' if slowdown == 'stock' else ''}, {browser.strip()}, {CHROME_FLAGS!r}; "
+            f"{' (stock)' if slowdown == 'stock' else ''}, {args.scheme} scheme, "
+            f"{browser.strip()}, {CHROME_FLAGS + SCHEME_FLAGS[args.scheme]!r}; "
             f"{len(pages)} pages of {args.site} x {args.runs} runs, served with gzip and "
             "max-age=600",
             flush=True,
         )
-        rows = {page or "": _median_run(url, page, args.runs, slowdown) for page in pages}
+        rows = {
+            page or "": _median_run(url, page, args.runs, slowdown, args.scheme) for page in pages
+        }
     print(_table(rows))
     misses = _misses(rows, args.min)
     print(f"{time.perf_counter() - started:.0f} s; below {args.min}: {', '.join(misses) or 'none'}")
-    suffix = "" if slowdown == "stock" else "-calibrated"
+    suffix = ("" if slowdown == "stock" else "-calibrated") + (
+        "-dark" if args.scheme == "dark" else ""
+    )
     out = Path(args.out or ROOT / "results" / f"lighthouse-mobile{suffix}.json")
     source = (
         "the mobile profile"
@@ -384,7 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     table = {
         "lighthouse": version,
         "browser": browser.strip(),
-        "chrome_flags": CHROME_FLAGS,
+        "chrome_flags": CHROME_FLAGS + SCHEME_FLAGS[args.scheme],
+        "scheme": args.scheme,
         "profile": "mobile, simulated throttling",
         "cpu_slowdown": factor,
         "cpu_slowdown_from": source,
