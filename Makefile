@@ -29,8 +29,9 @@ $(NODE_STAMP): package.json package-lock.json
 
 env: $(STAMP) $(NODE_STAMP)  ## create or update .venv (and node_modules for the browser tests)
 
+# no --quiet on the first build: MkDocs then drops warnings before --strict counts them
 serve: $(STAMP)  ## build the site strictly, then serve it at http://$(HOST)/ with live reload
-	$(BIN)/mkdocs build --strict --quiet
+	$(BIN)/mkdocs build --strict
 	$(BIN)/mkdocs serve --strict --dirty --dev-addr $(HOST)
 
 build: $(STAMP)  ## build the site strictly into site/

@@ -10,7 +10,6 @@ tables the pipeline figures of the committed `python -m tools.bench_gpu` runs on
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable
 from dataclasses import fields
 
@@ -22,7 +21,7 @@ from gradflow_ref.benchmarks import committed_runs
 from gradflow_ref.checkpointing import SavedTensorMeter, checkpoint_sequential
 from gradflow_ref.loss_scaling import GradScaler
 from gradflow_ref.memory import MemoryConfig, parameter_count, training_memory
-from gradflow_ref.pipeline import STAGES, PipelineConfig, Trainer, trace_step
+from gradflow_ref.pipeline import PipelineConfig, Trainer, trace_step
 from gradflow_site.pages.checkpointing import run_label
 from gradflow_site.pages.memory import sharding_data
 from gradflow_site.render import build_machine, table
@@ -41,7 +40,6 @@ __all__ = [
     "memory_widget",
     "refusal",
     "scaler_default",
-    "stage_info",
     "stage_widget",
     "trace_combinations",
 ]
@@ -183,132 +181,17 @@ def trace_combinations(
     return combos
 
 
-def stage_info(bug_runs: dict, n_micro: int, per_micro_clips: int) -> dict[str, list[str]]:
-    """Return each stage's [title, what it does, what goes wrong if it moves], from the runs.
-
-    `bug_runs` maps each of gradflow_ref.pipeline.BUGS to (correct reports, buggy reports) of the
-    same steps, as the chapter's ordering-bugs section computes it.
-    """
-    bf16, fp16 = torch.finfo(torch.bfloat16), torch.finfo(torch.float16)
-    fp16_smallest = fp16.smallest_normal * fp16.eps
-    good_scaled, bad_scaled = bug_runs["clip_scaled"]
-    good_skip, bad_skip = bug_runs["schedule_on_skip"]
-    good_zero, bad_zero = bug_runs["no_zero"]
-    info = {
-        "forward": (
-            "Forward",
-            "Runs the layers on one micro-batch with weights and activations in the working "
-            "precision. With checkpointing, only each segment's input is kept for backward.",
-            "Run in float32 instead, every activation kept for backward takes "
-            f"{torch.float32.itemsize} bytes instead of {torch.bfloat16.itemsize}.",
-        ),
-        "loss": (
-            "Loss",
-            "Casts the logits to float32, computes the cross-entropy there and divides it by "
-            "the number of micro-batches, so the summed gradients are those of the mean loss.",
-            f"Without the division the accumulated gradient is {n_micro} times the mean-batch "
-            f"gradient with {n_micro} micro-batches, and the clip threshold meets that "
-            "inflated norm.",
-        ),
-        "scale": (
-            "Scale the loss (FP16)",
-            "Multiplies the loss by the loss scale S, so every gradient is S times larger and "
-            f"small ones stay above FP16's smallest subnormal, {fp16_smallest:.2e}, instead of "
-            "flushing to zero.",
-            "After backward it is too late: the gradients have already underflowed to zero. "
-            "BF16 does not need it: its smallest normal number is "
-            f"{bf16.smallest_normal:.1e}, the same as float32's.",
-        ),
-        "backward": (
-            "Backward",
-            "Autograd runs back from the loss through every layer and leaves each parameter's "
-            "gradient in the model's dtype.",
-            "A second backward before the gradients are moved adds into the same "
-            "low-precision .grad: the sum is then rounded to the working precision at every "
-            "addition.",
-        ),
-        "recompute": (
-            "Recompute (inside backward)",
-            "Re-runs the forward of each checkpointed segment from its saved input when "
-            "backward reaches it, to rebuild the activations the forward threw away.",
-            "It cannot move: it happens inside backward, on demand. The last segment is never "
-            "checkpointed, because backward needs its activations first.",
-        ),
-        "accumulate": (
-            "Accumulate into FP32",
-            "Adds this micro-batch's gradients, cast to float32, into the master weights' "
-            ".grad and frees the model's low-precision .grad.",
-            f"Summing in BF16 instead keeps {1 - math.log2(bf16.eps):.0f} significant bits: "
-            f"every addition rounds to a relative step of {bf16.eps:.1e}.",
-        ),
-        "unscale": (
-            "Unscale (FP16)",
-            "Divides every accumulated gradient by S and records whether any is inf or NaN.",
-            "Placed after the clip, it leaves the clip comparing the threshold with S times the "
-            f"true norm: in the {len(bad_scaled)}-step run above the clip saw "
-            f"{bad_scaled[-1].grad_norm:.3g} instead of {good_scaled[-1].grad_norm:.3g}. "
-            "Inside the loop, the second call is refused: "
-            f"“{refusal(['backward', 'unscale_', 'backward', 'unscale_'])}”",
-        ),
-        "clip": (
-            "Clip the global norm",
-            "Computes the norm of all gradients together and scales them all down if it "
-            "exceeds max_norm; the direction is kept.",
-            f"Inside the micro-batch loop it clips partial sums, {per_micro_clips} times in a "
-            "step, and the result is no longer the clipped sum. Before unscale it clips "
-            "scaled gradients.",
-        ),
-        "step": (
-            "Optimizer step (FP32 masters)",
-            "AdamW updates the float32 master weights from the float32 gradients. With FP16, "
-            "the scaler skips it if unscale found inf or NaN.",
-            f"Applied to BF16 weights, any update smaller than {bf16.eps / 4:.2e} times the "
-            f"weight rounds away entirely: on a weight of 0.02, anything below "
-            f"{0.02 * bf16.eps / 4:.1e}.",
-        ),
-        "update": (
-            "Update the loss scale (FP16)",
-            f"Multiplies S by {scaler_default('backoff_factor')} after a skipped step and by "
-            f"{scaler_default('growth_factor'):.0f} after {scaler_default('growth_interval')} "
-            "clean steps in a row.",
-            "Before the optimizer step, the scaler refuses the step: "
-            f"“{refusal(['backward', 'unscale_', 'update', 'step'])}”",
-        ),
-        "schedule": (
-            "Learning-rate schedule",
-            "Sets the learning rate of the next step: linear warmup, then cosine decay.",
-            "Stepped on a skipped FP16 step too, it runs ahead: in the run above step "
-            f"{len(bad_skip)} used {bad_skip[-1].lr:.2e} instead of {good_skip[-1].lr:.2e}.",
-        ),
-        "cast_back": (
-            "Cast back",
-            "Copies the updated float32 masters into the model, rounded to the working precision.",
-            "Forgotten, the next forward runs on the old weights: the update reaches only the "
-            "masters, which the model never reads.",
-        ),
-        "zero": (
-            "Zero the gradients",
-            "Clears the gradients of model and masters (set to None), ready for the next step.",
-            "Forgotten, each step adds the previous steps' gradients: in the run above the last "
-            f"gradient norm was {bad_zero[-1].grad_norm:.3f} instead of "
-            f"{good_zero[-1].grad_norm:.3f}.",
-        ),
-    }
-    if set(info) != set(STAGES):
-        raise RuntimeError(f"stage_info: stages {sorted(set(STAGES) ^ set(info))} differ.")
-    return {k: list(v) for k, v in info.items()}
-
-
 def stage_widget(
     make_model: Callable[[], nn.Sequential],
     make_batch: Callable[[], tuple[torch.Tensor, torch.Tensor]],
     gen: torch.Generator,
-    bug_runs: dict,
     n_micro: int = 4,
     segments: int = 3,
 ) -> str:
     """Return the HTML of the "pipeline" widget, traced from real steps of the page's model.
 
+    What the widget says about each stage is prose: the chapter's stage table
+    (`.gf-stage-notes` in docs/pipeline.md), which the widget reads in the browser.
     The random state of `gen` (which `make_batch` draws from) and torch's global generator
     (which `make_model` seeds) are restored afterwards, so the page's later blocks compute what
     they would compute without this one.
@@ -316,16 +199,12 @@ def stage_widget(
     saved = gen.get_state()
     with torch.random.fork_rng(devices=[]):
         combos = trace_combinations(make_model, make_batch, n_micro, segments)
-        buggy = Trainer(make_model(), PipelineConfig(bug="clip_per_micro"))
-        _, buggy_stages = trace_step(buggy, [make_batch() for _ in range(n_micro)])
     gen.set_state(saved)
-    per_micro_clips = sum(s.name == "clip" for s in buggy_stages)
-    info = stage_info(bug_runs, n_micro, per_micro_clips)
     full = combos["fp16-1-1"]
     rows = [
         [
             i + 1,
-            info[name][0],
+            f"`{name}`",
             dtype or "–",
             f"per micro-batch (×{full['micro']})" if in_loop else "once per step",
         ]
@@ -335,7 +214,7 @@ def stage_widget(
     static += markdown.markdown(
         table(["#", "Stage", "Tensors", "Runs"], rows, "rlll"), extensions=["tables"]
     )
-    data = {"combos": combos, "info": info, "segments": segments}
+    data = {"combos": combos, "segments": segments}
     return widget("pipeline", data, static=static)
 
 

@@ -1,10 +1,24 @@
 // Chapter 7: one training step, stage by stage. The stage lists were recorded at build time by
 // gradflow_ref.pipeline.trace_step from a real Trainer.step, one per combination of the three
-// switches; this script only shows them.
+// switches; this script only shows them. What it says about each stage is the chapter's prose:
+// the table in `.gf-stage-notes` (stage key, name, what it does, if it moves), read from the page.
 // data: {combos: {"bf16-1-0": {micro, stages: [[name, dtype|null, inLoop 0/1, run text]...]}},
-//        info: {name: [title, what it does, if it moves]}, segments}
+//        segments}
+const stageNotes = (live) => {
+  const table = (live.closest(".md-content") || document).querySelector(".gf-stage-notes table");
+  const info = {};
+  for (const row of table ? table.tBodies[0].rows : []) {
+    const [key, ...text] = [...row.cells].map((c) => c.textContent.trim());
+    info[key] = text;
+  }
+  return info;
+};
+
 GF.register("pipeline", (live, data) => {
-  const { combos, info, segments } = data;
+  const { combos, segments } = data;
+  const info = stageNotes(live);
+  const missing = Object.values(combos).flatMap((c) => c.stages.map((s) => s[0])).filter((n) => !info[n]);
+  if (missing.length) throw new Error(`pipeline: the page's stage table lacks ${[...new Set(missing)].join(", ")}`);
   GF.style("pipeline", `
 .gf-pipe { display: flex; flex-direction: column; gap: 0.35rem; margin: 0.5rem 0; }
 .gf-pipe__row { display: flex; flex-wrap: wrap; gap: 0.35rem; align-items: stretch; }
