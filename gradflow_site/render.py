@@ -85,31 +85,49 @@ def _narrow_svg(fig, label: str) -> str | None:
     None when the figure is already narrow enough. Axes laid out in one row of three or more
     are rearranged two to a row, so each panel keeps a readable width.
     """
-    import warnings
-
     from matplotlib.text import Text
 
     width, height = fig.get_size_inches()
     small = [t for t in fig.findobj(Text) if t.get_text() and t.get_fontsize() < PHONE_MIN_PT]
     if width <= PHONE_INCHES + 0.25 and not small:
         return None
+    tall = max(height * 1.1, _two_per_row(fig))
+    for text in small:
+        text.set_fontsize(PHONE_MIN_PT)
+    _phone_text(fig)
+    _fit_phone_width(fig, min(width, PHONE_INCHES), tall)
+    # the two renderings sit in one page: every element id of this one gets a prefix
+    text = _svg_text(fig, label)
+    text = re.sub(r'\bid="([^"]+)"', r'id="phone-\1"', text)
+    return re.sub(r'(url\(#|href="#)([^)"]+)', r"\1phone-\2", text)
+
+
+def _two_per_row(fig) -> float:
+    """Put panels laid out in three or more columns two to a row, in reading order.
+
+    Returns the height (inches) the new rows need, or 0 when the layout stays.
+    """
     axes = [ax for ax in fig.axes if ax.get_subplotspec() is not None]
     spans = [ax.get_subplotspec() for ax in axes]
     cols = max((sp.colspan.stop for sp in spans), default=1)
-    tall = height * 1.1
-    if cols >= 3 and all(len(sp.colspan) == 1 and len(sp.rowspan) == 1 for sp in spans):
-        # panels in three or more columns: two to a row on a phone, in reading order
-        order = sorted(
-            axes,
-            key=lambda ax: (ax.get_subplotspec().rowspan.start, ax.get_subplotspec().colspan.start),
-        )
-        n_rows = -(-len(order) // 2)
-        grid = fig.add_gridspec(n_rows, 2)
-        for i, ax in enumerate(order):
-            ax.set_subplotspec(grid[i // 2, i % 2])
-        tall = max(tall, 2.0 * n_rows)
-    for text in small:
-        text.set_fontsize(PHONE_MIN_PT)
+    if cols < 3 or not all(len(sp.colspan) == 1 and len(sp.rowspan) == 1 for sp in spans):
+        return 0.0
+
+    def reading_order(ax):
+        spec = ax.get_subplotspec()
+        return spec.rowspan.start, spec.colspan.start
+
+    order = sorted(axes, key=reading_order)
+    n_rows = -(-len(order) // 2)
+    grid = fig.add_gridspec(n_rows, 2)
+    for i, ax in enumerate(order):
+        ax.set_subplotspec(grid[i // 2, i % 2])
+    return 2.0 * n_rows
+
+
+def _phone_text(fig) -> None:
+    """Wrap titles and labels at the figure's edge; legends in two columns at most; tick
+    labels at PHONE_MIN_PT or more."""
     for ax in fig.axes:  # titles and labels wrap at the figure's edge instead of widening it
         for text in (ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label):
             text.set_wrap(True)
@@ -127,12 +145,17 @@ def _narrow_svg(fig, label: str) -> str | None:
                 fontsize=max(PHONE_MIN_PT, legend.get_texts()[0].get_fontsize()),
             )
     for ax in fig.axes:  # tick labels are made at draw time, at the size tick_params holds
-        for axis in ("x", "y"):
-            size = ax.xaxis if axis == "x" else ax.yaxis
-            labels = size.get_ticklabels()
+        for axis, which in (("x", ax.xaxis), ("y", ax.yaxis)):
+            labels = which.get_ticklabels()
             if labels and labels[0].get_fontsize() < PHONE_MIN_PT:
                 ax.tick_params(axis=axis, labelsize=PHONE_MIN_PT)
-    fig.set_size_inches(min(width, PHONE_INCHES), tall)
+
+
+def _fit_phone_width(fig, width: float, tall: float) -> None:
+    """Size `fig` to `width` x `tall` inches and lay it out so its saved image is that wide."""
+    import warnings
+
+    fig.set_size_inches(width, tall)
     with warnings.catch_warnings():
         # tight_layout warns on axes it cannot fit (colorbars, insets); the figure still renders
         warnings.simplefilter("ignore")
@@ -145,10 +168,6 @@ def _narrow_svg(fig, label: str) -> str | None:
                 break
             fig.set_size_inches(max(1.5, fig.get_size_inches()[0] - extra), tall)
             fig.tight_layout()
-    # the two renderings sit in one page: every element id of this one gets a prefix
-    text = _svg_text(fig, label)
-    text = re.sub(r'\bid="([^"]+)"', r'id="phone-\1"', text)
-    return re.sub(r'(url\(#|href="#)([^)"]+)', r"\1phone-\2", text)
 
 
 def table(

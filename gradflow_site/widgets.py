@@ -65,19 +65,7 @@ def widget(
     Example:
         >>> print(widget("clipping", {"max_norm": 1.0}, svg(fig, alt), "Clip a gradient"))
     """
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(f"widget: `name` must match [a-z][a-z0-9_]*, got {name!r}.")
-    script = WIDGET_DIR / f"{name}.js"
-    if not script.exists():
-        raise ValueError(
-            f"widget: `name` {name!r} has no script; create docs/assets/widgets/{name}.js."
-        )
-    for need in needs:
-        if not _NAME.match(need) or not (WIDGET_DIR / f"{need}.js").exists():
-            raise ValueError(
-                f"widget {name!r}: `needs` names {need!r}, which is not a script in "
-                f"docs/assets/widgets/; create {need}.js or fix the name."
-            )
+    _check_scripts(name, needs)
     if title is None:
         from gradflow_site.inline import TITLE_PLACEHOLDER
 
@@ -103,6 +91,23 @@ def widget(
         f'<p class="gf-widget__title">{html.escape(title.strip())}</p>'
         f'<div class="gf-widget__static">{static}</div>{cap}</figure>'
     )
+
+
+def _check_scripts(name, needs: tuple[str, ...]) -> None:
+    """Raise ValueError unless `name` and every one of `needs` has its script."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"widget: `name` must match [a-z][a-z0-9_]*, got {name!r}.")
+    script = WIDGET_DIR / f"{name}.js"
+    if not script.exists():
+        raise ValueError(
+            f"widget: `name` {name!r} has no script; create docs/assets/widgets/{name}.js."
+        )
+    for need in needs:
+        if not _NAME.match(need) or not (WIDGET_DIR / f"{need}.js").exists():
+            raise ValueError(
+                f"widget {name!r}: `needs` names {need!r}, which is not a script in "
+                f"docs/assets/widgets/; create {need}.js or fix the name."
+            )
 
 
 def rounded(values, digits: int = 4):
