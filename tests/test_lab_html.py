@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gradflow_site.lab_html import describe_images, purge_css, slim
+from gradflow_site.lab_html import compress_images, describe_images, purge_css, size_images, slim
 
 CSS = """
 @charset "UTF-8";
@@ -70,3 +70,64 @@ def test_describe_images_reports_an_undescribed_section():
     out, missing = describe_images(LAB, "demo", {"demo:setup": "not this one"})
     assert missing == ["demo:loss_curves"]
     assert out == LAB
+
+
+def test_size_images_states_the_size_of_an_inline_png():
+    import base64
+    import struct
+    import zlib
+
+    def png(width, height):
+        ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+        chunk = struct.pack(">I", len(ihdr)) + b"IHDR" + ihdr
+        return b"\x89PNG\r\n\x1a\n" + chunk + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr))
+
+    data = base64.b64encode(png(960, 560)).decode()
+    page = f'<p><img alt="a figure" src="data:image/png;base64,{data}"/></p>'
+    out = size_images(page)
+    sized = '<img width="960" height="560" alt="a figure" src="data:image/png;base64,'
+    assert out == f'<p>{sized}{data}"/></p>'
+    assert size_images(out) == out  # an image with a width is left alone
+
+
+def _plot_png(transparent: bool = False) -> bytes:
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    for i in range(6):
+        ax.plot([0, 1, 2, 3], [i, i + 1, i - 1, i], marker="o", label=f"run {i}")
+    ax.legend()
+    out = io.BytesIO()
+    fig.savefig(out, format="png", transparent=transparent)
+    plt.close(fig)
+    return out.getvalue()
+
+
+def test_compress_images_keeps_the_plot_in_fewer_bytes():
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    raw = _plot_png()
+    page = f'<img alt="a" src="data:image/png;base64,{base64.b64encode(raw).decode()}"/>'
+    out = compress_images(page)
+    new = base64.b64decode(out.split("base64,")[1].split('"')[0])
+    assert len(new) < len(raw) / 2
+    before = np.asarray(Image.open(io.BytesIO(raw)).convert("RGB"), dtype=float)
+    after = np.asarray(Image.open(io.BytesIO(new)).convert("RGB"), dtype=float)
+    assert before.shape == after.shape
+    assert np.abs(before - after).mean() < 1.0  # of 255: the same picture
+
+
+def test_compress_images_leaves_a_transparent_png_alone():
+    import base64
+
+    page = f'<img src="data:image/png;base64,{base64.b64encode(_plot_png(True)).decode()}"/>'
+    assert compress_images(page) == page

@@ -26,9 +26,24 @@ def test_fold_setup_wraps_exactly_the_setup_cell():
         '<div class="jp-Cell" id="cell-id=x-1"><div>setup</div><div>more</div></div>'
         '<div id="cell-id=x-2">next</div>'
     )
-    out = lab_page.fold_setup(page, "x")
+    out, code = lab_page.fold_setup(page, "x")
     assert '<details class="gf-lab-setup"><summary>' in out
-    assert '</div></div></details><div id="cell-id=x-2">next</div>' in out
+    assert out.startswith('<div id="cell-id=x-0">intro</div>')
+    assert out.endswith('</p></details><div id="cell-id=x-2">next</div>')
+    assert "<div>setup</div>" not in out and code == ""  # the cell is replaced; no <pre>
+
+
+def test_fold_setup_links_the_code_as_text_instead_of_showing_it():
+    page = (
+        '<div class="jp-Cell" id="cell-id=x-1"><pre><span class="n">_SOURCES</span> = {\n'
+        '"flow.py": "&quot;&quot;&quot;doc&quot;&quot;&quot;",\n"_checks.py": "x &lt; 1"}'
+        '</pre></div><div id="cell-id=x-2">next</div>'
+    )
+    out, code = lab_page.fold_setup(page, "x")
+    assert code == '_SOURCES = {\n"flow.py": """"doc"""",\n"_checks.py": "x < 1"}'
+    assert "<pre" not in out and f'href="{lab_page.SETUP_FILE}"' in out
+    assert "2 modules of <code>gradflow_ref</code> (_checks.py, flow.py)" in out
+    assert "Its code (0 KiB)" in out
 
 
 def test_add_links_puts_both_links_under_the_title():
@@ -50,4 +65,7 @@ def test_built_lab_pages_have_links_and_a_folded_setup(site):
         html = page.read_text(encoding="utf-8")
         assert 'class="gf-lab-links"' in html and "Open in Colab" in html, page
         assert '<details class="gf-lab-setup">' in html, page
+        code = (page.parent / lab_page.SETUP_FILE).read_text(encoding="utf-8")
+        assert code.startswith("# Setup: write the gradflow_ref modules"), page
+        assert "_SOURCES = {" in code and "<span" not in code, page
         assert ">Fp16<" not in html and ">High lr<" not in html, page
