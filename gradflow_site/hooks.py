@@ -365,7 +365,7 @@ def on_page_content(html, page, config, files, **kwargs):
         if setup_code:
             folder = Path(config.site_dir) / Path(page.file.dest_uri).parent
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / lab_page.SETUP_FILE).write_text(setup_code, encoding="utf-8")
+            (folder / lab_page.setup_file(lab)).write_text(setup_code, encoding="utf-8")
         html = lab_page.add_links(html, lab, config.extra.get("repository", ""))
         html = lab_html.compress_images(html)  # a third of the bytes, the same plot
         html = lab_html.size_images(html)  # no layout shift when an output image decodes

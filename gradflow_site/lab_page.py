@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import re
 
-__all__ = ["SETUP_FILE", "colab_url", "add_links", "fold_setup"]
+__all__ = ["colab_url", "add_links", "fold_setup", "setup_file"]
 
 _H1_END = re.compile(r"(<h1\b[^>]*>.*?</h1>)", re.S)
 _DIV = re.compile(r"<div\b|</div>")
@@ -47,7 +47,12 @@ def add_links(page_html: str, name: str, repository: str) -> str:
     return _H1_END.sub(lambda m: m.group(1) + bar, page_html, count=1)
 
 
-SETUP_FILE = "setup-cell.txt"  # the setup cell's code, beside the lab page
+def setup_file(name: str) -> str:
+    """Return the file name of lab `name`'s setup code, written beside its page.
+
+    Named per lab: the offline copy puts every lab page in one folder (labs/run/<name>.html).
+    """
+    return f"{name}-setup.txt"
 
 
 def fold_setup(page_html: str, name: str) -> tuple[str, str]:
@@ -55,8 +60,8 @@ def fold_setup(page_html: str, name: str) -> tuple[str, str]:
 
     The cell's code, the source of every gradflow_ref module the lab uses, was three-quarters
     of a lab page's bytes (58 of 77 KiB compressed) and made the labs the slowest pages to
-    paint. The page keeps a summary and links to the code as text (SETUP_FILE, which the
-    caller writes beside the page) and to the notebook that holds it.
+    paint. The page keeps a summary and links to the code as text (`setup_file(name)`, which
+    the caller writes beside the page) and to the notebook that holds it.
 
     Returns:
         (page HTML, the setup cell's code as plain text); the page unchanged and "" when the
@@ -83,7 +88,7 @@ def fold_setup(page_html: str, name: str) -> tuple[str, str]:
         f"({', '.join(modules)}) into a temporary folder and imports them from there, so the "
         "notebook runs with nothing but torch, matplotlib and numpy installed. Its code "
         f"({len(code.encode()) / 1024:.0f} KiB) is in the notebook and "
-        f'<a href="{SETUP_FILE}">here as text</a>.</p>'
+        f'<a href="{setup_file(name)}">here as text</a>.</p>'
     )
     return (
         f'{page_html[:start]}<details class="gf-lab-setup"><summary>{summary}</summary>'

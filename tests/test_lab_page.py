@@ -41,7 +41,7 @@ def test_fold_setup_links_the_code_as_text_instead_of_showing_it():
     )
     out, code = lab_page.fold_setup(page, "x")
     assert code == '_SOURCES = {\n"flow.py": """"doc"""",\n"_checks.py": "x < 1"}'
-    assert "<pre" not in out and f'href="{lab_page.SETUP_FILE}"' in out
+    assert "<pre" not in out and f'href="{lab_page.setup_file("x")}"' in out
     assert "2 modules of <code>gradflow_ref</code> (_checks.py, flow.py)" in out
     assert "Its code (0 KiB)" in out
 
@@ -65,7 +65,7 @@ def test_built_lab_pages_have_links_and_a_folded_setup(site):
         html = page.read_text(encoding="utf-8")
         assert 'class="gf-lab-links"' in html and "Open in Colab" in html, page
         assert '<details class="gf-lab-setup">' in html, page
-        code = (page.parent / lab_page.SETUP_FILE).read_text(encoding="utf-8")
+        code = (page.parent / lab_page.setup_file(page.parent.name)).read_text(encoding="utf-8")
         assert code.startswith("# Setup: write the gradflow_ref modules"), page
         assert "_SOURCES = {" in code and "<span" not in code, page
         assert ">Fp16<" not in html and ">High lr<" not in html, page
