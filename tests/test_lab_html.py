@@ -85,7 +85,8 @@ def test_size_images_states_the_size_of_an_inline_png():
     data = base64.b64encode(png(960, 560)).decode()
     page = f'<p><img alt="a figure" src="data:image/png;base64,{data}"/></p>'
     out = size_images(page)
-    sized = '<img width="960" height="560" alt="a figure" src="data:image/png;base64,'
+    sized = '<img loading="lazy" decoding="async" width="960" height="560" alt="a figure" '
+    sized += 'src="data:image/png;base64,'
     assert out == f'<p>{sized}{data}"/></p>'
     assert size_images(out) == out  # an image with a width is left alone
 
