@@ -236,7 +236,7 @@ def _clocked(compute, code: str):
         try:
             return compute()
         finally:
-            line = next((x for x in code.splitlines() if x.strip()), "")
+            line = next((x for x in code.splitlines() if x.strip()), "")[:60]
             _state["block_seconds"].append((time.perf_counter() - start, _state["page"], line))
 
     return run
