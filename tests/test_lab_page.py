@@ -68,4 +68,5 @@ def test_built_lab_pages_have_links_and_a_folded_setup(site):
         code = (page.parent / lab_page.setup_file(page.parent.name)).read_text(encoding="utf-8")
         assert code.startswith("# Setup: write the gradflow_ref modules"), page
         assert "_SOURCES = {" in code and "<span" not in code, page
+        assert "writes 0 modules" not in html and "gradflow_ref</code> (__init__.py" in html, page
         assert ">Fp16<" not in html and ">High lr<" not in html, page

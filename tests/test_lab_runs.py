@@ -42,3 +42,15 @@ def test_wait_raises_with_the_error_of_a_failing_cell(tmp_path):
     finally:
         lab_runs.cleanup()  # what the build's on_post_build does
     assert not run.src_dir.exists(), "the executed copy's temporary folder was left behind"
+
+
+def test_wait_reports_a_lab_whose_runner_cannot_start(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise FileNotFoundError("no such interpreter")
+
+    monkeypatch.setattr(lab_runs.subprocess, "Popen", refuse)
+    notebook = tmp_path / "x.ipynb"
+    notebook.write_text("{}", encoding="utf-8")
+    lab_runs.start("labs/run/x.ipynb", notebook, tmp_path / "cache", "v")
+    with pytest.raises(RuntimeError, match="could not start.*no such interpreter"):
+        lab_runs.wait("labs/run/x.ipynb")

@@ -62,9 +62,9 @@
       if (mine !== holding) return;
       // instant navigation may swap the page's content under us (same page, new nodes): a
       // detached heading measures 0 and would scroll the page to the top, so follow the new one
-      const now_el = find();
-      if (!now_el) return;
-      if (now_el !== el) { el = now_el; want = null; still = 0; end = 0; last = NaN; }
+      const current = find();
+      if (!current) return;
+      if (current !== el) { el = current; want = null; still = 0; end = 0; last = NaN; }
       const now = performance.now();
       if (want === null) {
         // wait until the page has not scrolled for 3 frames (at most 1 s)
