@@ -44,7 +44,7 @@ offline: $(STAMP)  ## build a copy for reading without a server: gradient-flow-o
 	@echo "Unzip gradient-flow-offline.zip and open offline/index.html in a browser."
 
 test: $(STAMP) $(NODE_STAMP)  ## run the whole test suite (snippets, reference vs torch, build, browser)
-	$(BIN)/python -m pytest -n auto --dist loadgroup
+	$(BIN)/python -m pytest -n auto --dist worksteal
 
 bench: $(STAMP)  ## print clean/rebuild build times, test-suite time and page sizes
 	$(BIN)/python -m tools.bench

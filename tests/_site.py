@@ -26,11 +26,16 @@ HOOKS = [ROOT / "gradflow_site" / "reproducible.py", ROOT / "gradflow_site" / "h
 
 
 def mkdocs_build(
-    site_dir: Path, config: Path | None = None, timeout: int = 240, cache: bool = False
+    site_dir: Path,
+    config: Path | None = None,
+    timeout: int = 240,
+    cache: bool = False,
+    nice: int = 0,
 ):
     """Run `mkdocs build --strict` from the repository root; return the CompletedProcess.
 
-    The execution cache is off unless `cache` is true: tests build clean, as CI does.
+    The execution cache is off unless `cache` is true: tests build clean, as CI does. A build
+    with `nice` > 0 yields the CPU to everything else (it runs in the gaps of the other tests).
     """
     tmp = Path(f"{site_dir}.tmp")
     tmp.mkdir(parents=True, exist_ok=True)
@@ -48,9 +53,49 @@ def mkdocs_build(
         GRADFLOW_BUILD=str(site_dir),
     )
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)]
+    if nice and shutil.which("nice"):
+        cmd = ["nice", "-n", str(nice), *cmd]
     if config is not None:
         cmd += ["--config-file", str(config)]
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def build_to_log(site_dir: Path, log: Path, cache: bool = False) -> None:
+    """Build the site into `site_dir`; then write `log`: the exit code, a newline, the output.
+
+    The log appears whole (written beside, then renamed), so a reader that sees it can use it.
+    """
+    try:
+        result = mkdocs_build(site_dir, cache=cache)
+        text = f"{result.returncode}\n{result.stdout}\n{result.stderr}"
+    except Exception as exc:  # a timeout or a build that cannot start: the waiters must know
+        text = f"1\nthe build did not finish: {exc!r}"
+    partial = log.with_name(log.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(log)
+
+
+def start_build(site_dir: Path, log: Path, cache: bool = False) -> subprocess.Popen:
+    """Start build_to_log in a process of its own; return it (the starter must wait for it)."""
+    code = (
+        "import sys; from pathlib import Path; from tests._site import build_to_log; "
+        "build_to_log(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == '1')"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", code, str(site_dir), str(log), "1" if cache else "0"], cwd=ROOT
+    )
+
+
+def wait_for_log(log: Path, builder: subprocess.Popen | None, timeout: float = 600) -> str:
+    """Wait until `log` exists (another process may be building); return its text."""
+    deadline = time.monotonic() + timeout
+    while not log.exists():
+        if builder is not None and builder.poll() is not None and not log.exists():
+            return f"1\nthe build process exited {builder.returncode} without a log"
+        if time.monotonic() > deadline:
+            return f"1\nno site build finished within {timeout:.0f} s ({log} never appeared)"
+        time.sleep(0.2)
+    return log.read_text(encoding="utf-8")
 
 
 def child_config(

@@ -1,5 +1,6 @@
-"""Shared test configuration: the `cuda` marker, one strict site build for the session, one
-server and browser for the browser tests, and the check that a test run leaves nothing behind."""
+"""Shared test configuration: the `cuda` marker, one strict site build for the session (started
+at collection, shared by the xdist workers), a server and a browser per worker for the browser
+tests, and the check that a test run leaves nothing behind."""
 
 import os
 from pathlib import Path
@@ -9,37 +10,56 @@ import torch
 from filelock import FileLock
 
 from tests import _browser
-from tests._site import ROOT, TAG, finish_run, mkdocs_build, start_run
+from tests._site import ROOT, TAG, finish_run, start_build, start_run, wait_for_log
 
 # One intra-op thread: tiny models run faster than with two threads fighting over two cores,
 # and results do not depend on the machine's core count. Subprocesses get OMP_NUM_THREADS=1.
 torch.set_num_threads(1)
 
 
-@pytest.fixture(scope="session")
-def site(tmp_path_factory) -> Path:
-    """Build the whole site once, strictly and without the execution cache.
-
-    For a contributor iterating on browser tests: GRADFLOW_TEST_CACHE=1 reuses the execution
-    cache (a warm build takes seconds) and GRADFLOW_TEST_SITE=DIR uses a site already built
-    there. Both are ignored under CI (CI=true), which always builds clean.
-    """
-    prebuilt = os.environ.get("GRADFLOW_TEST_SITE")
-    if prebuilt and not os.environ.get("CI"):
-        # iterating on browser tests: reuse a site built by `mkdocs build --site-dir DIR`
-        return Path(prebuilt)
-    # one build shared by the xdist workers (`make test` runs `pytest -n auto`): the first
-    # worker that needs it builds under a lock, the others wait and reuse it
-    shared = tmp_path_factory.getbasetemp()
+def _build_files(factory) -> tuple[Path, Path, Path]:
+    """(site dir, build log, lock) of the one build that every xdist worker shares."""
+    shared = factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         shared = shared.parent
-    out, log = shared / "site", shared / "site-build.log"
-    with FileLock(str(shared / "site.lock")):
-        if not log.exists():
-            cache = os.environ.get("GRADFLOW_TEST_CACHE") == "1" and not os.environ.get("CI")
-            result = mkdocs_build(out, cache=cache)
-            log.write_text(f"{result.returncode}\n{result.stdout}\n{result.stderr}")
-    code, _, output = log.read_text().partition("\n")
+    return shared / "site", shared / "site-build.log", shared / "site.lock"
+
+
+def _prebuilt() -> str | None:
+    # iterating on browser tests: reuse a site built by `mkdocs build --site-dir DIR`
+    return None if os.environ.get("CI") else os.environ.get("GRADFLOW_TEST_SITE")
+
+
+def _start_site_build(config) -> None:
+    """Start the shared build unless one has started; the first process to ask starts it."""
+    out, log, lock = _build_files(config._tmp_path_factory)
+    with FileLock(str(lock)):
+        started = log.with_name("site-build.started")
+        if started.exists():
+            return
+        started.touch()
+        cache = os.environ.get("GRADFLOW_TEST_CACHE") == "1" and not os.environ.get("CI")
+        config._gradflow_builder = start_build(out, log, cache=cache)
+
+
+@pytest.fixture(scope="session")
+def site(request, tmp_path_factory) -> Path:
+    """The whole site, built once, strictly and without the execution cache.
+
+    The build starts as soon as the tests are collected (pytest_collection_modifyitems), in a
+    process of its own, so it runs beside the tests that do not need it; a test that needs it
+    waits here. For a contributor iterating on browser tests: GRADFLOW_TEST_CACHE=1 reuses the
+    execution cache (a warm build takes seconds) and GRADFLOW_TEST_SITE=DIR uses a site already
+    built there. Both are ignored under CI (CI=true), which always builds clean.
+    """
+    prebuilt = _prebuilt()
+    if prebuilt:
+        return Path(prebuilt)
+    out, log, _ = _build_files(tmp_path_factory)
+    _start_site_build(request.config)  # nothing when collection started it (the usual case)
+    code, _, output = wait_for_log(
+        log, getattr(request.config, "_gradflow_builder", None)
+    ).partition("\n")
     assert code == "0", f"strict build failed:\n{output}"
     return out
 
@@ -58,14 +78,15 @@ def browser():
         yield b
 
 
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected
 def pytest_collection_modifyitems(config, items):
-    # under xdist (--dist loadgroup) every test of the built site runs on one worker, so one
-    # server and one browser serve them all; the other workers run the rest
-    for item in items:
-        if "site" in getattr(item, "fixturenames", ()) and not item.get_closest_marker(
-            "xdist_group"
-        ):
-            item.add_marker(pytest.mark.xdist_group("site"))
+    # Tests of the built site run last, so the other tests run while the site builds (it starts
+    # now, in a process of its own); under xdist every worker then shares the one build and
+    # opens its own server and browser. A test marked `early` runs first (a long niced build).
+    needs_site = {id(i) for i in items if "site" in getattr(i, "fixturenames", ())}
+    items.sort(key=lambda i: 0 if i.get_closest_marker("early") else 1 + (id(i) in needs_site))
+    if needs_site and not _prebuilt() and not config.option.collectonly:
+        _start_site_build(config)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")
@@ -74,9 +95,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_unconfigure(config):
+    builder = getattr(config, "_gradflow_builder", None)
+    if builder is not None:  # the process that started the build reaps it
+        builder.wait()
+
+
 def pytest_configure(config):
-    if not config.pluginmanager.hasplugin("xdist"):  # -p no:xdist: the marker is still known
-        config.addinivalue_line("markers", "xdist_group(name): tests xdist runs on one worker")
     # the controller (not an xdist worker) gives the run its own TMPDIR and process tag
     if not hasattr(config, "workerinput") and TAG not in os.environ:
         config._gradflow_run_tmp = start_run(ROOT / ".cache")

@@ -13,7 +13,16 @@ from tests._browser import open_page, widget_pages
 
 pytestmark = [pytest.mark.build, pytest.mark.browser]
 
-WHERE = """() => {
+# After a Tab: on a widget's stand-in, give the widget the moment it takes to mount (a person's
+# next keypress is further away than that; focus then moves into it), at most 5 s; then say
+# where focus is: "name:index" inside a mounted widget, "body", "" elsewhere, "stuck" when a
+# stand-in kept focus. One round trip per key.
+WHERE = """async () => {
+  const start = performance.now();
+  while (document.activeElement?.classList.contains('gf-widget__start')) {
+    if (performance.now() - start > 5000) return 'stuck';
+    await new Promise(r => requestAnimationFrame(r));
+  }
   const a = document.activeElement;
   const w = a && a.closest('[data-gf-widget]');
   return w && w.dataset.gfState === 'ready' && w.querySelector('.gf-widget__live').contains(a)
@@ -27,12 +36,8 @@ def tab_through(page, limit: int = 900) -> list[str]:
     reached: list[str] = []
     for _ in range(limit):
         page.keyboard.press("Tab")
-        # on a widget's stand-in, give the widget the moment it takes to mount (a person's
-        # next keypress is further away than that); the focus then moves into it
-        page.wait_for_function(
-            "() => !document.activeElement?.classList.contains('gf-widget__start')", timeout=5000
-        )
         where = page.evaluate(WHERE)
+        assert where != "stuck", f"{page.url}: focus stayed on a widget's stand-in for 5 s"
         if where and where != "body" and where not in reached:
             reached.append(where)
         if where == "body" and reached:

@@ -4,12 +4,6 @@ needs to run outside the repository. (The two labs on the site are also executed
 
 from __future__ import annotations
 
-import ast
-import json
-import os
-import subprocess
-import sys
-
 import nbformat
 import pytest
 import yaml
@@ -46,56 +40,12 @@ def test_lab_is_valid_and_has_one_cell_per_snippet_section(name, tmp_path):
 
 @pytest.mark.parametrize("name", sorted(CHAPTERS))
 def test_lab_code_is_the_whole_snippet_file(name):
-    # with the test above: a lab runs exactly the code of its snippet file, which
-    # tests/test_snippets.py runs as a script, so that run is not repeated here
+    # with the test above: a lab runs exactly the code of its snippet file, so
+    # tests/test_notebooks.py, running the lab outside the repository, runs the file too
     path = ROOT / "snippets" / f"{name}.py"
     inside = "\n".join(text for _, text in labs.sections(path)).splitlines()
     whole = [ln for ln in path.read_text(encoding="utf-8").splitlines() if "--8<--" not in ln]
     assert [ln for ln in inside if ln.strip()] == [ln for ln in whole if ln.strip()]
-
-
-@pytest.mark.parametrize("name", sorted(CHAPTERS))
-def test_lab_imports_its_own_modules_outside_the_repository(name, tmp_path):
-    """The setup cell embeds every gradflow_ref module the lab imports, directly or not.
-
-    Runs the setup cell and the cells' import lines outside the repository: a module missing
-    from the embedded copy fails to import (the package's path is the copy's folder only),
-    and every module must come from the copy, byte-identical to the repository's.
-    """
-    nb = json.loads(labs.write_all(tmp_path, {name: CHAPTERS[name]})[0].read_text())
-    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
-    setup = "\n".join(ln for ln in cells[0].splitlines() if not ln.startswith("%"))
-    imports = [
-        ast.get_source_segment(cell, node)
-        for cell in cells[1:]
-        for node in ast.walk(ast.parse(cell))
-        if isinstance(node, (ast.Import, ast.ImportFrom))
-        and any(
-            n.startswith("gradflow_ref")
-            for n in ([node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            + [a.name for a in node.names]
-        )
-    ]
-    assert imports, f"lab {name} imports nothing from gradflow_ref"
-    check = (
-        "import pathlib, sys\n"
-        "for mod in [m for m in sys.modules if m.startswith('gradflow_ref.')]:\n"
-        "    path = pathlib.Path(sys.modules[mod].__file__)\n"
-        "    assert 'gradflow_lab_' in str(path), (mod, path)\n"
-        f"    repo = pathlib.Path({str(ROOT / 'gradflow_ref')!r}) / path.name\n"
-        "    assert path.read_bytes() == repo.read_bytes(), mod\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    (tmp_path / "lab.py").write_text("\n".join([setup, *imports, check]), encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, "-W", "error", "lab.py"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, f"lab {name} failed:\n{result.stdout}\n{result.stderr}"
 
 
 @pytest.mark.parametrize("name", sorted(CHAPTERS)[:2])

@@ -3,7 +3,13 @@
 The lab's code cells (the setup cell's `%matplotlib` line aside) run in one process in an empty
 folder where only torch, matplotlib, numpy and the standard library can be imported: the
 checkout is off `sys.path`, and `gradflow_ref` is found only where the setup cell writes it, so
-a snippet that imports `gradflow_site` or a module the setup cell does not carry fails here.
+a snippet that imports `gradflow_site` or a module the setup cell does not carry fails here,
+and every `gradflow_ref` module the run imported must be the setup cell's copy, byte-identical
+to the repository's.
+
+A lab's code is its snippet file's whole code, cell by section (tests/test_labs.py), so this
+run is also the run of `snippets/<chapter>.py` as a script, warnings as errors: stricter than
+running it inside the checkout, and done once.
 """
 
 from __future__ import annotations
@@ -36,6 +42,13 @@ class OnlyWhatColabHas(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, OnlyWhatColabHas())
 sys.path[:] = [p for p in sys.path if p and p.rstrip("/") != ROOT]
 runpy.run_path("notebook.py", run_name="__main__")
+# every gradflow_ref module came from the setup cell's copy, and is the repository's file
+import pathlib
+for mod in sorted(m for m in sys.modules if m.startswith("gradflow_ref.")):
+    path = pathlib.Path(sys.modules[mod].__file__)
+    assert "gradflow_lab_" in str(path), f"{{mod}} was imported from {{path}}, not the lab's copy"
+    repo = pathlib.Path(ROOT) / "gradflow_ref" / path.name
+    assert path.read_bytes() == repo.read_bytes(), f"the lab's {{mod}} differs from {{repo}}"
 """
 
 

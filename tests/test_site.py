@@ -25,10 +25,11 @@ def test_build_strict_succeeds_without_warnings(site):
     assert (site / "telephone" / "index.html").exists()
 
 
-@pytest.mark.xdist_group("reproducibility")  # its own build runs beside the session build
+@pytest.mark.early  # its own build starts first, niced: it runs in the gaps of the other tests
+@pytest.mark.timeout(900)
 def test_build_is_byte_reproducible(request, tmp_path):
     second = tmp_path / "again"
-    result = mkdocs_build(second)
+    result = mkdocs_build(second, timeout=900, nice=10)
     assert result.returncode == 0, result.stderr
     site = request.getfixturevalue("site")  # after this build: both can run at the same time
     files = sorted(p.relative_to(site) for p in site.rglob("*") if p.suffix in (".html", ".svg"))

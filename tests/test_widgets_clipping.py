@@ -168,22 +168,25 @@ def test_clipping_widget_number_box_shows_the_value_it_uses(widget):
 
 def test_clipping_widget_follows_a_drag(widget, page):
     handle = widget.get_by_role("slider", name="Gradient tip")
-    handle.scroll_into_view_if_needed()  # mouse input reaches only what is on screen
-    # content-visibility: auto keeps placeholder geometry until the browser lays the section
-    # out; two animation frames later the boxes are the real ones
-    # real layout: two animation frames, then the same box twice in a row (a loaded machine can
-    # take longer than two frames to lay the section out)
+    # Mouse input reaches only what is on screen, and at the point the handle really is.
+    # content-visibility: auto keeps placeholder geometry until the browser lays a section out,
+    # and widgets above may still mount (on idle) and move it: wait for real, settled layout,
+    # i.e. two animation frames, the same box twice in a row, and the handle itself under the
+    # point the mouse will press (a loaded machine can take many frames).
     box = None
-    for _ in range(50):
+    for _ in range(100):
+        handle.scroll_into_view_if_needed()
         page.evaluate(
             "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
         )
         again = handle.bounding_box()
-        if box is not None and again == box:
+        hit = again is not None and handle.evaluate(
+            "(h, [x, y]) => h.contains(document.elementFromPoint(x, y))",
+            [again["x"] + again["width"] / 2, again["y"] + again["height"] / 2],
+        )
+        if hit and again == box:
             break
         box = again
-    handle.scroll_into_view_if_needed()
-    box = handle.bounding_box()
     plot = widget.locator("svg.gf-clip__plot").bounding_box()
     px_per_unit = plot["width"] / 300 * 280 / 6
     x0, y0 = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2

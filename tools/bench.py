@@ -151,7 +151,7 @@ def test_suite(marks: str) -> tuple[float, str, dict[str, float]]:
     Per-file seconds add up the workers' time, so they exceed the wall-clock total.
     """
     start = time.perf_counter()
-    cmd = [sys.executable, "-m", "pytest", "-n", "auto", "--dist", "loadgroup", "-m", marks]
+    cmd = [sys.executable, "-m", "pytest", "-n", "auto", "--dist", "worksteal", "-m", marks]
     result = subprocess.run(
         cmd + ["-q", "-p", "no:cacheprovider", "--durations=0"],
         cwd=ROOT,
