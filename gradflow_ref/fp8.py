@@ -9,6 +9,7 @@ al., "FP8 formats for deep learning", arXiv:2209.05433), block scaling one amax 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -89,8 +90,12 @@ def decode(code: int, fmt: Float8Format) -> float:
 def values(fmt: Float8Format) -> list[float]:
     """Return the values of all 256 codes of `fmt` ("e4m3", "e5m2" or a Float8Format), in code
     order."""
-    fmt = _fmt(fmt, "values")
-    return [decode(code, fmt) for code in range(256)]
+    return list(_decoded(_fmt(fmt, "values")))
+
+
+@functools.cache  # the properties above read the table on every call
+def _decoded(fmt: Float8Format) -> tuple[float, ...]:
+    return tuple(decode(code, fmt) for code in range(256))
 
 
 FORMATS = {

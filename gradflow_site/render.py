@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import html
 import io
+import math
 import re
 from collections.abc import Sequence
 
-__all__ = ["FIGURE_ALT", "build_machine", "svg", "table", "quiz"]
+__all__ = ["FIGURE_ALT", "build_machine", "plain_log_ticks", "svg", "table", "quiz"]
 
 FIGURE_ALT = {
     # what the figure draws, not what the runs did (that is computed: the chapter appends it)
@@ -24,6 +25,34 @@ FIGURE_ALT = {
         "NaN; each run's final loss is in the failure-mode table that follows."
     ),
 }
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _power_label(value: float, _pos=None) -> str:
+    """A log axis' tick label in plain text: 0.01 to 1000 as numbers, other powers as 10⁻⁶."""
+    if value <= 0:
+        return ""
+    exponent = math.log10(value)
+    if abs(exponent - round(exponent)) > 1e-9 or -2 <= round(exponent) <= 3:
+        return f"{value:g}"
+    return "10" + str(round(exponent)).translate(_SUPERSCRIPT)
+
+
+def plain_log_ticks(ax) -> None:
+    """Label the log-scaled axes of `ax` in plain text and drop their minor ticks.
+
+    Matplotlib's default log labels are mathtext ($10^{3}$) and every decade gets eight minor
+    ticks; typesetting those for the page's figure and again for its phone variant took about
+    0.3 s of each figure's 0.4 s. Plain labels (superscript digits) read the same.
+    """
+    from matplotlib.ticker import FuncFormatter, NullLocator
+
+    for axis in (ax.xaxis, ax.yaxis):
+        if axis.get_scale() == "log":
+            axis.set_minor_locator(NullLocator())
+            axis.set_major_formatter(FuncFormatter(_power_label))
 
 
 def svg(fig, alt: str | None = None, caption: str | None = None) -> str:

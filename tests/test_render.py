@@ -38,3 +38,24 @@ def test_svg_keeps_one_rendering_when_the_figure_already_reads_on_a_phone():
     ax.tick_params(labelsize=10)
     out = svg(fig, alt="One line.")
     assert "gf-figure__narrow" not in out and out.count("<svg") == 1
+
+
+def test_plain_log_ticks_label_decades_without_mathtext():
+    from gradflow_site.render import _power_label, plain_log_ticks
+
+    assert [_power_label(v) for v in (1e-6, 0.01, 1, 1000, 1e4, 2.0**7)] == [
+        "10⁻⁶",
+        "0.01",
+        "1",
+        "1000",
+        "10⁴",
+        "128",
+    ]
+    fig, ax = plt.subplots()
+    ax.plot([1e-5, 1e5], [1, 2])
+    ax.set_xscale("log")
+    plain_log_ticks(ax)
+    svg_text = svg(fig, alt="a line")
+    assert "10⁻⁴" in svg_text or "10⁻⁵" in svg_text  # labels are text, not typeset glyphs
+    assert not ax.xaxis.get_minorticklocs().size
+    assert ax.yaxis.get_major_formatter().__class__.__name__ != "FuncFormatter"  # linear: kept

@@ -148,7 +148,7 @@ def widget(g: Grid, start: dict | None = None) -> str:
     """Return the arena widget (docs/assets/widgets/arena.js) with a static figure of `start`."""
     import matplotlib.pyplot as plt
 
-    from gradflow_site.render import svg
+    from gradflow_site.render import plain_log_ticks, svg
     from gradflow_site.widgets import widget as make_widget
 
     start = start or START
@@ -158,6 +158,7 @@ def widget(g: Grid, start: dict | None = None) -> str:
         ax.plot(loss, STYLES[name], color=f"C{i}", markersize=3.5, label=name)
     ax.set_yscale("log")
     ax.set_ylim(0.1, 100)
+    plain_log_ticks(ax)
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("held-out loss")
     ax.legend(ncols=3, fontsize="small")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from gradflow_ref import roofline
 from gradflow_ref.hardware import GPUS, ON_CHIP, peak_flops, ridge_point
+from gradflow_site.render import plain_log_ticks
 
 __all__ = [
     "PRESETS",
@@ -185,6 +186,7 @@ def roofline_figure():
         xlabel="arithmetic intensity (FLOP per HBM byte)",
         ylabel="attainable TFLOP/s",
     )
+    plain_log_ticks(ax)
     ax.legend(fontsize=7, loc="lower right")
     return fig
 
@@ -249,6 +251,7 @@ def attention_figure():
         xlabel="sequence length N",
         ylabel="HBM MiB per head (BF16, forward)",
     )
+    plain_log_ticks(ax)
     ax.legend(fontsize=7)
     return fig
 
@@ -280,6 +283,7 @@ def break_it_widget(runs: dict) -> str:
         top.plot(range(1, len(losses) + 1), losses, linestyle=style, label=mode)
         bottom.plot(range(1, len(bad) + 1), bad, linestyle=style, label=mode)
     top.set(yscale="log", ylabel="loss")
+    plain_log_ticks(top)
     bottom.set(xlabel="step", ylabel="zero or non-finite\ngradient fraction")
     top.legend(fontsize=7)
     data = {

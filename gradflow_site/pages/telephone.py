@@ -29,7 +29,7 @@ def widget(factors=FACTORS, depth: int = DEPTH, start: float = START) -> str:
     """Return the telephone widget: a factor slider over bars of measured gradient norms."""
     import matplotlib.pyplot as plt
 
-    from gradflow_site.render import svg
+    from gradflow_site.render import plain_log_ticks, svg
     from gradflow_site.widgets import rounded
     from gradflow_site.widgets import widget as make_widget
 
@@ -39,6 +39,7 @@ def widget(factors=FACTORS, depth: int = DEPTH, start: float = START) -> str:
     fig, ax = plt.subplots(figsize=(6.4, 2.6))
     ax.bar(range(1, depth + 1), grads[factors.index(start)], color="#0072b2")
     ax.set_yscale("log")
+    plain_log_ticks(ax)
     ax.set_xlabel("layer (1 = closest to the input)")
     ax.set_ylabel("gradient norm")
     ax.set_title(f"Factor {start}: the gradient reaching each layer")
