@@ -32,6 +32,8 @@ def _prebuilt() -> str | None:
 
 def _start_site_build(config) -> None:
     """Start the shared build unless one has started; the first process to ask starts it."""
+    # a hook gets no fixtures: pytest's tmp_path_factory is reached through the config (set
+    # by pytest's tmp_path plugin since pytest 3.9), the same factory the `site` fixture uses
     out, log, lock = _build_files(config._tmp_path_factory)
     with FileLock(str(lock)):
         started = log.with_name("site-build.started")
