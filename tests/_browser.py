@@ -60,6 +60,65 @@ def listen(page, server: str) -> dict[str, list[str]]:
     return record
 
 
+class _Tab:
+    """One page (tab) a worker navigates from test to test, in a context of its own."""
+
+    def __init__(self, browser, server: str, js: bool):
+        self.context = browser.new_context(
+            viewport={"width": 1280, "height": 900}, java_script_enabled=js
+        )
+        self.page = self.context.new_page()
+        self.record = listen(self.page, server)
+        self.busy = False
+
+    def release(self) -> None:
+        """Leave no state for the next test: storage cleared, pointer parked, a blank page."""
+        page = self.page
+        try:
+            if page.url.startswith("http"):
+                page.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
+            page.mouse.move(0, 0)
+            page.goto("about:blank")
+        finally:
+            self.busy = False
+
+
+# (browser, server, js) -> the worker's tab for them
+_TABS: dict[tuple[int, str, bool], _Tab] = {}
+
+
+@contextmanager
+def _fresh(browser, server: str, width: int, js: bool):
+    context = browser.new_context(viewport={"width": width, "height": 900}, java_script_enabled=js)
+    page = context.new_page()
+    try:
+        yield page, listen(page, server)
+    finally:
+        context.close()
+
+
+@contextmanager
+def _reused(browser, server: str, width: int, js: bool):
+    key = (id(browser), server, js)
+    tab = _TABS.get(key)
+    if tab is not None and (tab.busy or tab.page.is_closed()):
+        if tab.busy:  # a second page while the first is open (a module's page, then a test's)
+            with _fresh(browser, server, width, js) as opened:
+                yield opened
+            return
+        tab = None
+    if tab is None:
+        tab = _TABS[key] = _Tab(browser, server, js)
+    tab.busy = True
+    try:
+        tab.page.set_viewport_size({"width": width, "height": 900})
+        for seen in tab.record.values():
+            seen.clear()
+        yield tab.page, tab.record
+    finally:
+        tab.release()
+
+
 @contextmanager
 def open_page(
     browser,
@@ -69,22 +128,25 @@ def open_page(
     width: int = 1280,
     js: bool = True,
     mount: bool = True,
+    fresh: bool = False,
 ):
-    """Open `path` of the served site in a fresh context; yield (page, record).
+    """Open `path` of the served site; yield (page, record).
 
     `record` collects console errors ("errors") and requests to other hosts ("foreign").
     With JavaScript on and `mount`, mounts every widget (they otherwise wait until scrolled
     near) and waits for them; `scheme` is Material's colour scheme ("default" or "slate").
+
+    The page is a new document in the worker's one tab, which every test navigates in turn:
+    a tab that opens a page of the site again costs a third of a new one (its renderer and
+    compiled scripts stay). Between tests the tab's storage is cleared, the pointer parked and
+    the tab left on about:blank, so no state crosses from one test to the next. `fresh` (or a
+    second page while the tab is in use) opens a context of its own instead.
     """
-    context = browser.new_context(viewport={"width": width, "height": 900}, java_script_enabled=js)
-    page = context.new_page()
-    record = listen(page, server)
-    try:
+    opener = _fresh if fresh else _reused
+    with opener(browser, server, width, js) as (page, record):
         page.goto(f"{server}/{path}", wait_until="load")
         if js:
             page.evaluate(f"document.body.setAttribute('data-md-color-scheme', '{scheme}')")
             if mount:
                 page.wait_for_function(mounted)
         yield page, record
-    finally:
-        context.close()

@@ -10,6 +10,7 @@ import torch
 from filelock import FileLock
 
 from tests import _browser
+from tests._forkrun import ForkRunner, reader_env
 from tests._site import ROOT, TAG, finish_run, start_build, start_run, wait_for_log
 
 # One intra-op thread: tiny models run faster than with two threads fighting over two cores,
@@ -71,6 +72,14 @@ def server(site):
     """The built site served over http; the base URL."""
     with _browser.serve(site) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def forkrun():
+    """Runs a reader's program as `python -I -W error` would, torch already imported."""
+    runner = ForkRunner(reader_env())
+    yield runner
+    runner.close()
 
 
 @pytest.fixture(scope="session")

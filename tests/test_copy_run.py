@@ -4,20 +4,20 @@ For each chapter, the Python blocks a reader sees (executed blocks shown with `s
 plain Python blocks), with their snippet includes expanded, are joined in page order into one
 file and run in an empty folder where only the installed `gradflow_ref`, torch, matplotlib and
 numpy can be imported: `gradflow_site`, `snippets` and `tests` are blocked and the checkout is
-off `sys.path`. Each executed block must print what the built page shows (timings aside).
+off `sys.path`, in a process forked from one that has imported only torch, numpy and matplotlib
+(tests/_forkrun.py). Each executed block must print what the built page shows (timings aside).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 import textwrap
 
 import pytest
 
+from tests._forkrun import reader_env
 from tests._pending import param
 from tests._site import ROOT
 from tests.test_drift import PYTHON, code_blocks
@@ -82,34 +82,23 @@ def masked(text: str) -> str:
     return TIMING.sub("#", text).strip()
 
 
-def run_as_copied(page, workdir) -> tuple[subprocess.CompletedProcess, list[tuple[int, bool]]]:
+def run_as_copied(
+    page, workdir, forkrun
+) -> tuple[subprocess.CompletedProcess, list[tuple[int, bool]]]:
     blocks = shown_blocks(page)
     script = []
     for n, (_line, _executed, code) in enumerate(blocks):
         script += [f"print({MARK.format(n)!r})", code]
     (workdir / "page.py").write_text("\n".join(script) + "\n", encoding="utf-8")
     (workdir / "bootstrap.py").write_text(BOOTSTRAP.format(root=str(ROOT)), encoding="utf-8")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("PYTHON", "GRADFLOW")) and k != "VIRTUAL_ENV"
-    }
-    env.update(MPLBACKEND="Agg", OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
-    result = subprocess.run(
-        [sys.executable, "-I", "-W", "error", "bootstrap.py"],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = forkrun.run("bootstrap.py", workdir, reader_env(CUDA_VISIBLE_DEVICES=""))
     return result, [(line, executed) for line, executed, _ in blocks]
 
 
 @pytest.mark.build
 @pytest.mark.parametrize("page", [param(p.name, p) for p in PAGES])
-def test_shown_code_runs_as_copied(page, tmp_path, request):
-    result, blocks = run_as_copied(page, tmp_path)
+def test_shown_code_runs_as_copied(page, tmp_path, request, forkrun):
+    result, blocks = run_as_copied(page, tmp_path, forkrun)
     rel = page.relative_to(ROOT)
     assert result.returncode == 0, (
         f"{rel}: the shown code, copied in page order into an empty folder, fails:\n"
@@ -147,10 +136,10 @@ def test_shown_blocks_expand_includes_and_skip_hidden_blocks(tmp_path):
     assert blocks[1][2] == "print(2)"
 
 
-def test_copy_run_blocks_gradflow_site(tmp_path):
+def test_copy_run_blocks_gradflow_site(tmp_path, forkrun):
     page = tmp_path / "p.md"
     page.write_text("```python\nimport gradflow_site\n```\n", encoding="utf-8")
-    result, _ = run_as_copied(page, tmp_path)
+    result, _ = run_as_copied(page, tmp_path, forkrun)
     assert result.returncode != 0
     assert "a reader has only gradflow_ref installed" in result.stderr
 

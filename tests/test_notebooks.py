@@ -5,7 +5,9 @@ folder where only torch, matplotlib, numpy and the standard library can be impor
 checkout is off `sys.path`, and `gradflow_ref` is found only where the setup cell writes it, so
 a snippet that imports `gradflow_site` or a module the setup cell does not carry fails here,
 and every `gradflow_ref` module the run imported must be the setup cell's copy, byte-identical
-to the repository's.
+to the repository's. The process is forked from one that has imported torch, numpy and
+matplotlib and nothing else (tests/_forkrun.py; tests/test_forkrun.py holds it to a fresh
+interpreter), which saves those imports on every run.
 
 A lab's code is its snippet file's whole code, cell by section (tests/test_labs.py), so this
 run is also the run of `snippets/<chapter>.py` as a script, warnings as errors: stricter than
@@ -14,13 +16,10 @@ running it inside the checkout, and done once.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import nbformat
 import pytest
 
+from tests._forkrun import reader_env
 from tests._pending import param
 from tests._site import ROOT
 from tests.test_labs import CHAPTERS
@@ -53,7 +52,7 @@ for mod in sorted(m for m in sys.modules if m.startswith("gradflow_ref.")):
 
 
 @pytest.mark.parametrize("name", [param(n) for n in sorted(CHAPTERS)])
-def test_notebook_runs_from_an_empty_folder(name, tmp_path):
+def test_notebook_runs_from_an_empty_folder(name, tmp_path, forkrun):
     from gradflow_site import labs
 
     path = labs.write_all(tmp_path / "labs", {name: CHAPTERS[name]})[0]
@@ -67,18 +66,9 @@ def test_notebook_runs_from_an_empty_folder(name, tmp_path):
     run.mkdir()
     (run / "notebook.py").write_text("\n\n".join(code) + "\n", encoding="utf-8")
     (run / "colab.py").write_text(COLAB.format(root=str(ROOT)), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "GRADFLOW"))}
     temp = tmp_path / "tmp"  # the notebook's own temporary directory: left empty
     temp.mkdir()
-    env.update(MPLBACKEND="Agg", OMP_NUM_THREADS="1", TMPDIR=str(temp))
-    result = subprocess.run(
-        [sys.executable, "-I", "-W", "error", "colab.py"],
-        cwd=run,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = forkrun.run("colab.py", run, reader_env(TMPDIR=str(temp)))
     assert result.returncode == 0, (
         f"labs/{name}.ipynb fails outside the repository:\n" + (result.stderr[-3000:])
     )
