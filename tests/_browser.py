@@ -101,11 +101,20 @@ def _fresh(browser, server: str, width: int, js: bool):
 def _reused(browser, server: str, width: int, js: bool):
     key = (id(browser), server, js)
     tab = _TABS.get(key)
-    if tab is not None and (tab.busy or tab.page.is_closed()):
-        if tab.busy:  # a second page while the first is open (a module's page, then a test's)
-            with _fresh(browser, server, width, js) as opened:
-                yield opened
-            return
+    if tab is not None and tab.busy:
+        # a second page while the tab is open (a module's page, then a test's; pages side by
+        # side): a popup window the tab opens, which shares its renderer process and, being a
+        # window of its own rather than a background tab, renders while it is not in front
+        with tab.context.expect_page() as opened:
+            tab.page.evaluate("() => { window.open('about:blank', '_blank', 'popup'); }")
+        page = opened.value
+        try:
+            page.set_viewport_size({"width": width, "height": 900})
+            yield page, listen(page, server)
+        finally:
+            page.close()
+        return
+    if tab is not None and tab.page.is_closed():
         tab = None
     if tab is None:
         tab = _TABS[key] = _Tab(browser, server, js)
@@ -137,10 +146,11 @@ def open_page(
     near) and waits for them; `scheme` is Material's colour scheme ("default" or "slate").
 
     The page is a new document in the worker's one tab, which every test navigates in turn:
-    a tab that opens a page of the site again costs a third of a new one (its renderer and
-    compiled scripts stay). Between tests the tab's storage is cleared, the pointer parked and
-    the tab left on about:blank, so no state crosses from one test to the next. `fresh` (or a
-    second page while the tab is in use) opens a context of its own instead.
+    a tab that opens a page of the site again costs a third of a new one in a new context (its
+    renderer process and compiled scripts stay). Between tests the tab's storage is cleared,
+    the pointer parked and the tab left on about:blank, so no state crosses from one test to
+    the next. A second page while the tab is in use opens as a popup window of the tab (it
+    shares the tab's renderer); `fresh` opens a context of its own instead.
     """
     opener = _fresh if fresh else _reused
     with opener(browser, server, width, js) as (page, record):
