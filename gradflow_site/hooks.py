@@ -369,6 +369,11 @@ def on_page_content(html, page, config, files, **kwargs):
         html = lab_page.add_links(html, lab, config.extra.get("repository", ""))
         html = lab_html.compress_images(html)  # a third of the bytes, the same plot
         html = lab_html.size_images(html)  # no layout shift when an output image decodes
+        html, images = lab_html.external_images(html, lab)  # fetched when near, not with the HTML
+        folder = Path(config.site_dir) / Path(page.file.dest_uri).parent
+        for name, data in images.items():
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(data)
         html, undescribed = lab_html.describe_images(html, Path(page.file.src_uri).stem)
         for key in undescribed:
             log.warning(

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from gradflow_site.lab_html import compress_images, describe_images, purge_css, size_images, slim
+from gradflow_site.lab_html import (
+    compress_images,
+    describe_images,
+    external_images,
+    purge_css,
+    size_images,
+    slim,
+)
 
 CSS = """
 @charset "UTF-8";
@@ -132,3 +139,20 @@ def test_compress_images_leaves_a_transparent_png_alone():
 
     page = f'<img src="data:image/png;base64,{base64.b64encode(_plot_png(True)).decode()}"/>'
     assert compress_images(page) == page
+
+
+def test_external_images_moves_each_inline_png_to_a_file_of_its_own():
+    import base64
+
+    first, second = _plot_png(), _plot_png(True)
+    page = "".join(
+        f'<img width="4" alt="{alt}" src="data:image/png;base64,{base64.b64encode(d).decode()}"/>'
+        for alt, d in (("a", first), ("b", second))
+    )
+    out, files = external_images(page, "demo")
+    assert out == (
+        '<img width="4" alt="a" src="demo-figure-1.png"/>'
+        '<img width="4" alt="b" src="demo-figure-2.png"/>'
+    )
+    assert files == {"demo-figure-1.png": first, "demo-figure-2.png": second}
+    assert external_images(out, "demo") == (out, {})
