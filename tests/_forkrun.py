@@ -3,12 +3,15 @@ torch, numpy and matplotlib imports each time.
 
 A server process (one per test worker) starts as that command would, in an empty folder,
 imports `torch`, `numpy` and `matplotlib` (the top-level packages only: what every lab and
-page imports first), and then forks a child for each program. The child takes the program's
+page imports first) and `torch._dynamo` (which torch imports when the first optimizer is built,
+1.1 s of it; `torch._dynamo` is one of torch's lazy attributes, so a program sees it the same
+either way), and then forks a child for each program. The child takes the program's
 folder, environment, argv and standard streams and runs it as `__main__`, in a process group
 of its own, with freshly seeded random generators; it exits as an interpreter exits (atexit
 handlers, flushed streams). A program
-sees what a fresh interpreter that has run `import torch, numpy, matplotlib` sees: nothing of
-the repository, of `gradflow_ref`, of pyplot or of any other module is loaded before it runs.
+sees what a fresh interpreter that has imported torch, numpy and matplotlib and built an
+optimizer sees (tests/test_forkrun.py compares the two): nothing of the repository, of
+`gradflow_ref`, of pyplot or of any other module is loaded before it runs.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 SERVER = r"""
 import json, os, runpy, sys, tempfile, traceback
 import torch, numpy, matplotlib
+import torch._dynamo
 
 for line in sys.stdin:
     job = json.loads(line)
@@ -37,9 +41,10 @@ for line in sys.stdin:
         os.environ.clear()
         os.environ.update(job["env"])
         tempfile.tempdir = None  # found again from TMPDIR, as a fresh interpreter finds it
-        # a new seed, as a new interpreter draws one; `random` reseeds itself after a fork and
-        # numpy.random is not loaded yet (numpy loads it when first used, seeding it then)
+        # new seeds, as a new interpreter draws them (`random` reseeds itself after a fork)
         torch.seed()
+        if "numpy.random" in sys.modules:  # torch._dynamo loads it
+            numpy.random.seed()
         for fd, name in ((0, os.devnull), (1, job["stdout"]), (2, job["stderr"])):
             flags = os.O_RDONLY if fd == 0 else os.O_WRONLY | os.O_CREAT | os.O_TRUNC
             target = os.open(name, flags, 0o644)

@@ -10,10 +10,11 @@ import pytest
 from tests._forkrun import reader_env
 
 # what a program can see of the interpreter it runs in, once it has imported what every lab
-# imports first
+# imports first and built an optimizer
 PROBE = """
 import os, sys, tempfile, warnings
 import torch, numpy, matplotlib
+torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
 print(sorted(sys.modules))
 print(sys.path)
 print(sys.flags)
