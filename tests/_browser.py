@@ -71,16 +71,22 @@ class _Tab:
         self.record = listen(self.page, server)
         self.busy = False
 
-    def release(self) -> None:
-        """Leave no state for the next test: storage cleared, pointer parked, a blank page."""
+    def release(self) -> bool:
+        """Leave no state for the next test: storage cleared, pointer parked, a blank page.
+
+        Returns False (and closes the tab's context) when the tab cannot be reset.
+        """
         page = self.page
+        self.busy = False
         try:
             if page.url.startswith("http"):
                 page.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
             page.mouse.move(0, 0)
             page.goto("about:blank")
-        finally:
-            self.busy = False
+            return True
+        except Exception:  # a crashed or closed page: the next test gets a new tab
+            self.context.close()
+            return False
 
 
 # (browser, server, js) -> the worker's tab for them
@@ -101,6 +107,10 @@ def _fresh(browser, server: str, width: int, js: bool):
 def _reused(browser, server: str, width: int, js: bool):
     key = (id(browser), server, js)
     tab = _TABS.get(key)
+    if tab is not None and tab.busy and not js:  # no script to open a popup with
+        with _fresh(browser, server, width, js) as opened:
+            yield opened
+        return
     if tab is not None and tab.busy:
         # a second page while the tab is open (a module's page, then a test's; pages side by
         # side): a popup window the tab opens, which shares its renderer process and, being a
@@ -114,9 +124,7 @@ def _reused(browser, server: str, width: int, js: bool):
         finally:
             page.close()
         return
-    if tab is not None and tab.page.is_closed():
-        tab = None
-    if tab is None:
+    if tab is None or tab.page.is_closed():
         tab = _TABS[key] = _Tab(browser, server, js)
     tab.busy = True
     try:
@@ -125,7 +133,8 @@ def _reused(browser, server: str, width: int, js: bool):
             seen.clear()
         yield tab.page, tab.record
     finally:
-        tab.release()
+        if not tab.release():
+            del _TABS[key]
 
 
 @contextmanager
@@ -150,7 +159,7 @@ def open_page(
     renderer process and compiled scripts stay). Between tests the tab's storage is cleared,
     the pointer parked and the tab left on about:blank, so no state crosses from one test to
     the next. A second page while the tab is in use opens as a popup window of the tab (it
-    shares the tab's renderer); `fresh` opens a context of its own instead.
+    shares the tab's renderer and its storage); `fresh` opens a context of its own instead.
     """
     opener = _fresh if fresh else _reused
     with opener(browser, server, width, js) as (page, record):
