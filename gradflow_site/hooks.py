@@ -362,16 +362,16 @@ def on_page_content(html, page, config, files, **kwargs):
         html = lab_html.slim(html)  # drop the unused JupyterLab CSS mkdocs-jupyter inlines
         lab = Path(page.file.src_uri).stem
         html, setup_code = lab_page.fold_setup(html, lab)
-        if setup_code:
-            folder = Path(config.site_dir) / Path(page.file.dest_uri).parent
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / lab_page.setup_file(lab)).write_text(setup_code, encoding="utf-8")
         html = lab_page.add_links(html, lab, config.extra.get("repository", ""))
         html = lab_html.compress_images(html)  # a third of the bytes, the same plot
         html = lab_html.size_images(html)  # no layout shift when an output image decodes
         html, images = lab_html.external_images(html, lab)  # fetched when near, not with the HTML
+        # files beside the page: the setup code as text, the output images
+        beside = dict(images)
+        if setup_code:
+            beside[lab_page.setup_file(lab)] = setup_code.encode("utf-8")
         folder = Path(config.site_dir) / Path(page.file.dest_uri).parent
-        for name, data in images.items():
+        for name, data in beside.items():
             folder.mkdir(parents=True, exist_ok=True)
             (folder / name).write_bytes(data)
         html, undescribed = lab_html.describe_images(html, Path(page.file.src_uri).stem)

@@ -8,10 +8,10 @@ page imports first) and `torch._dynamo` (which torch imports when the first opti
 either way), and then forks a child for each program. The child takes the program's
 folder, environment, argv and standard streams and runs it as `__main__`, in a process group
 of its own, with freshly seeded random generators; it exits as an interpreter exits (atexit
-handlers, flushed streams). A program
-sees what a fresh interpreter that has imported torch, numpy and matplotlib and built an
-optimizer sees (tests/test_forkrun.py compares the two): nothing of the repository, of
-`gradflow_ref`, of pyplot or of any other module is loaded before it runs.
+handlers, flushed streams). A program sees what a fresh interpreter that has imported torch,
+numpy and matplotlib and built an optimizer sees (tests/test_forkrun.py compares the two):
+nothing of the repository, of `gradflow_ref`, of pyplot or of any other module is loaded
+before it runs.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class ForkRunner:
         self._proc.stdin.write(json.dumps(job) + "\n")
         self._proc.stdin.flush()
         pid = self._line(60)
-        if pid is None or not pid:
+        if not pid:  # no answer in time, or the server has ended
             raise RuntimeError(
                 f"the fork server did not start {program} (exit {self._proc.poll()})"
             )

@@ -44,7 +44,10 @@ def tab_through(page, expected: list[str], limit: int = 900) -> list[str]:
             reached.append(where)
         if reached and (where == "body" or (reached == expected and where == "")):
             return reached
-    raise AssertionError(f"{page.url}: focus never left the widgets after {limit} Tabs")
+    raise AssertionError(
+        f"{page.url}: after {limit} Tabs focus has neither wrapped to the start nor left the "
+        f"last widget (widgets reached: {reached})"
+    )
 
 
 @pytest.mark.parametrize("width", [1280, 390])
