@@ -28,7 +28,11 @@ from pathlib import Path
 __all__ = [
     "enabled",
     "failed_sessions",
+    "forked",
+    "hand_over",
     "install",
+    "record",
+    "recorded",
     "shown_blocks",
     "start_build",
     "stats",
@@ -53,6 +57,9 @@ _state: dict = {
     "showing": False,  # the block being run has a `source` option: the reader sees it
     "shown": [],  # (session, code, output) of every shown block, in build order
     "failed": set(),  # sessions with a block that raised in this build
+    "recording": None,  # {key: output} of the blocks run since record() (the parallel fork)
+    "handed": {},  # {key: output} the fork handed over (gradflow_site/parallel.py)
+    "forked": 0,  # blocks whose output came from the fork
 }
 
 
@@ -104,6 +111,43 @@ def start_build(root: Path) -> None:
     _state["block_seconds"] = []
     _state["shown"] = []
     _state["failed"] = set()
+    _state["recording"] = None
+    _state["handed"] = {}
+    _state["forked"] = 0
+
+
+def record() -> None:
+    """Start recording the output of every block run from now on (see `recorded`)."""
+    _state["recording"] = {}
+    _state["block_seconds"] = []
+    _state["widget_blocks"] = 0
+    _state["widget_seconds"] = 0.0
+
+
+def recorded() -> dict:
+    """Return what ran since `record()`: {"outputs": {key: output}, "blocks": block times,
+    "widgets": [blocks, seconds]}, for `hand_over` in another process."""
+    return {
+        "outputs": dict(_state["recording"] or {}),
+        "blocks": list(_state["block_seconds"]),
+        "widgets": [_state["widget_blocks"], _state["widget_seconds"]],
+    }
+
+
+def hand_over(handed: dict) -> None:
+    """Use the outputs another process `recorded()` for the same blocks instead of running them.
+
+    Only blocks that ran to the end are in it; a block that raised there runs here.
+    """
+    _state["handed"].update(handed["outputs"])
+    _state["block_seconds"] += [tuple(b) for b in handed["blocks"]]
+    _state["widget_blocks"] += handed["widgets"][0]
+    _state["widget_seconds"] += handed["widgets"][1]
+
+
+def forked() -> int:
+    """Return how many blocks of this build took their output from the parallel fork."""
+    return _state["forked"]
 
 
 def shown_blocks() -> list[tuple[str | None, str, str]]:
@@ -203,8 +247,27 @@ def install() -> None:
     _state["installed"] = True
 
 
+def _history_key(history: list[str]) -> str:
+    h = hashlib.sha256()
+    for code in history:
+        h.update(b"\0block\0" + code.encode())
+    return h.hexdigest()
+
+
 def _cached(compute, history: list[str]) -> tuple[bool, str]:
     """Return (hit, output) for the block that ends `history`, computing it on a miss."""
+    key = _history_key(history)
+    if key in _state["handed"]:
+        _state["forked"] += 1
+        return True, _state["handed"].pop(key)
+    hit, output = _stored(compute, history)
+    if _state["recording"] is not None:
+        _state["recording"][key] = output
+    return hit, output
+
+
+def _stored(compute, history: list[str]) -> tuple[bool, str]:
+    """Return (hit, output) from the disk cache, computing and storing the output on a miss."""
     if "widget(" in history[-1]:
         compute = _timed(compute)
     compute = _clocked(compute, history[-1])

@@ -20,6 +20,12 @@ from mkdocs.plugins import event_priority
 
 log = logging.getLogger("mkdocs.hooks.gradflow")
 
+# One thread per numerical library, set before torch and numpy are imported (on_config): the
+# printed numbers do not depend on the machine's cores, and the build has no thread but its own
+# when gradflow_site/parallel.py and lab_runs.py fork it (a caller's own values win).
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
 _current_page: str | None = None
 _stamp: str = ""
 
@@ -70,6 +76,7 @@ class _PageNameFilter(logging.Filter):
 
 
 _command = ""  # the mkdocs command running: "build", "serve" or "gh-deploy"
+_dirty = False  # --dirty: only changed pages are rendered
 
 # Garbage collection: the pages' sessions keep many small torch and matplotlib objects alive,
 # and Python's default thresholds ran about 3,000 collections (3 s) over them in a clean build,
@@ -81,8 +88,8 @@ GC_THRESHOLD = (50_000, 20, 100)
 def on_startup(command, dirty, **kwargs):
     import gc
 
-    global _command
-    _command = command
+    global _command, _dirty
+    _command, _dirty = command, dirty
     gc.set_threshold(*GC_THRESHOLD)
 
 
@@ -173,7 +180,7 @@ def on_files(files, config, **kwargs):
 
     from mkdocs.structure.files import File
 
-    from gradflow_site import exec_cache, lab_runs, labs
+    from gradflow_site import exec_cache, lab_runs, labs, parallel
 
     root = Path(config.config_file_path).parent
     out = root / "build" / "labs-src"
@@ -191,6 +198,10 @@ def on_files(files, config, **kwargs):
             shutil.copyfile(source, tmp)
             tmp.replace(out / target)
     _mark_stale_pages(files, root)
+    chapters = [f for f in files.documentation_pages() if f.src_uri.endswith(".md")]
+    if _command != "serve" and not _dirty and parallel.enabled() and len(chapters) > 1:
+        # before the labs start a thread: a fork renders chapters from the last one backwards
+        parallel.start(chapters, files, config)
     cache_root = root / ".cache" / "labs" if exec_cache.enabled() else None
     for uri in [f"labs/{name}.ipynb" for name in sorted(_labs)] + rendered:
         if not (out / uri).exists():
@@ -213,8 +224,13 @@ def on_files(files, config, **kwargs):
 def on_pre_page(page, config, files, **kwargs):
     from mkdocs.exceptions import PluginError
 
-    from gradflow_site import lab_runs
+    from gradflow_site import exec_cache, lab_runs, parallel
 
+    if page.file.src_uri.endswith(".md"):
+        handed = parallel.take(page.file.src_uri)  # the fork rendered it: take its outputs
+        if handed is not None:
+            exec_cache.hand_over(handed)
+            _forked_seconds[page.file.src_uri] = handed["seconds"]
     if page.file.src_uri.startswith("labs/run/"):
         try:
             lab_runs.wait(page.file.src_uri)
@@ -247,6 +263,7 @@ _page_started: dict[str, float] = {}
 _shown_from: dict[str, int] = {}  # page -> index of its first shown block in exec_cache
 shown_by_page: dict[str, list] = {}  # page -> [(session, code, output)] of blocks shown
 page_seconds: dict[str, float] = {}
+_forked_seconds: dict[str, float] = {}  # pages the parallel fork rendered: its time
 
 
 def _front_matter_lines(page, markdown: str) -> int:
@@ -339,7 +356,9 @@ def on_page_content(html, page, config, files, **kwargs):
     _current_page = None
     started = _page_started.pop(page.file.src_uri, None)
     if started is not None:
-        page_seconds[page.file.src_uri] = time.perf_counter() - started
+        page_seconds[page.file.src_uri] = _forked_seconds.pop(
+            page.file.src_uri, time.perf_counter() - started
+        )
         log.debug(f"docs/{page.file.src_uri}: rendered in {page_seconds[page.file.src_uri]:.2f} s")
     if page.file.src_uri.endswith(".md"):
         from gradflow_site import exec_cache, inline
@@ -485,9 +504,10 @@ def on_post_page(output, page, config, **kwargs):
 
 
 def on_post_build(config, **kwargs):
-    from gradflow_site import exec_cache, lab_runs
+    from gradflow_site import exec_cache, lab_runs, parallel
 
     lab_runs.cleanup()  # the executed labs' temporary copies have been rendered
+    parallel.finish()
 
     shown_path = os.environ.get("GRADFLOW_SHOWN_BLOCKS")
     if shown_path:
@@ -505,7 +525,10 @@ def on_post_build(config, **kwargs):
             encoding="utf-8",
         )
     hits, misses = exec_cache.stats()
-    log.info(f"executed blocks: {misses} run, {hits} from the cache (.cache/exec)")
+    log.info(
+        f"executed blocks: {misses} run here, {exec_cache.forked()} in a parallel fork, "
+        f"{hits} from the cache (.cache/exec)"
+    )
     blocks, seconds = exec_cache.widget_stats()
     log.info(f"widget data: {seconds:.1f} s in {blocks} blocks run")
     slowest = sorted(page_seconds.items(), key=lambda kv: -kv[1])

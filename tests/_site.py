@@ -31,11 +31,13 @@ def mkdocs_build(
     timeout: int = 240,
     cache: bool = False,
     nice: int = 0,
+    parallel: bool = True,
 ):
     """Run `mkdocs build --strict` from the repository root; return the CompletedProcess.
 
     The execution cache is off unless `cache` is true: tests build clean, as CI does. A build
     with `nice` > 0 yields the CPU to everything else (it runs in the gaps of the other tests).
+    `parallel=False` renders every chapter in the build process (gradflow_site/parallel.py).
     """
     tmp = Path(f"{site_dir}.tmp")
     tmp.mkdir(parents=True, exist_ok=True)
@@ -51,6 +53,7 @@ def mkdocs_build(
         # and a tag its processes inherit: that test checks none is alive after the build
         TMPDIR=str(tmp),
         GRADFLOW_BUILD=str(site_dir),
+        GRADFLOW_PARALLEL="1" if parallel else "0",
     )
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)]
     if nice and shutil.which("nice"):
@@ -119,13 +122,15 @@ def child_config(
     return cfg
 
 
-def tiny_build(tmp: Path, page: str) -> subprocess.CompletedProcess:
-    """Build a one-page site with only the hooks and markdown-exec; return the process.
+def tiny_build(tmp: Path, page: str | dict[str, str]) -> subprocess.CompletedProcess:
+    """Build a site of one page (index.md) or of `page` (name -> Markdown) with only the hooks
+    and markdown-exec; return the process.
 
     For tests of the build's own messages: seconds instead of the whole guide's build.
     """
     (tmp / "docs").mkdir(parents=True, exist_ok=True)
-    (tmp / "docs" / "index.md").write_text(page, encoding="utf-8")
+    for name, text in (page if isinstance(page, dict) else {"index.md": page}).items():
+        (tmp / "docs" / name).write_text(text, encoding="utf-8")
     (tmp / "mkdocs.yml").write_text(
         "site_name: t\nstrict: true\nplugins: [markdown-exec]\n"
         f"hooks: [{', '.join(map(str, HOOKS))}]\n"

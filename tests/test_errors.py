@@ -69,3 +69,23 @@ def test_strict_build_reports_a_raising_block_once(tmp_path):
         "defined"
     ]
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.build
+def test_strict_build_reports_a_block_that_raised_in_the_parallel_fork(tmp_path):
+    # the fork renders the last page (gradflow_site/parallel.py): it hands over the block that
+    # ran, and the build runs the raising one itself and reports it, once
+    result = tiny_build(
+        tmp_path,
+        {
+            "index.md": '# A\n\n```python exec="1"\nprint(1)\n```\n',
+            "zz.md": '# Z\n\n```python exec="1" session="z"\nx = 1\n```\n\n'
+            '```python exec="1" session="z"\ny = x + nope\n```\n',
+        },
+    )
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("WARNING")]
+    assert result.returncode == 1
+    assert "1 in a parallel fork" in result.stderr
+    assert warnings == [
+        "WARNING -  docs/zz.md:8: the executed block raised NameError: name 'nope' is not defined"
+    ]

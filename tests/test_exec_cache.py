@@ -40,7 +40,7 @@ def test_exec_cache_partial_hit_equals_clean_build(tmp_path):
     build("mean {x.mean():.6f}", "cold", cache=True)
     log = build("max {x.max():.6f}", "warm", cache=True)
     # the first two blocks come from the cache; the third changed, so the session is rebuilt
-    assert "executed blocks: 1 run, 2 from the cache" in log
+    assert "executed blocks: 1 run here, 0 in a parallel fork, 2 from the cache" in log
     build("max {x.max():.6f}", "clean", cache=False)
     warm, clean = _outputs(tmp_path / "warm"), _outputs(tmp_path / "clean")
     assert len(clean) == 2 and warm == clean
