@@ -499,8 +499,11 @@ def missing_assets(site_dir: Path, base_path: str = "/") -> list[tuple[str, str]
 def on_post_page(output, page, config, **kwargs):
     from gradflow_site import speed
 
-    # paint before the scripts run; copy buttons in the HTML, not mounted per block on load
-    return speed.code_blocks(speed.defer_scripts(output))
+    # paint before the scripts run; copy buttons in the HTML, not mounted per block on load;
+    # the preferred colour scheme set as the page is parsed, not restyled after it has loaded
+    palettes = config.theme.get("palette") or []
+    palettes = [palettes] if isinstance(palettes, dict) else palettes
+    return speed.early_palette(speed.code_blocks(speed.defer_scripts(output)), palettes)
 
 
 def on_post_build(config, **kwargs):

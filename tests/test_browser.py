@@ -7,6 +7,8 @@ and .ci/run installs it first.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests._browser import AXE, listen, mounted, open_page, page_paths, require
@@ -202,3 +204,26 @@ def test_code_blocks_keep_their_height_when_they_scroll_into_view(clipping):
     before, after = heights
     assert len(before) > 5
     assert before == pytest.approx(after, abs=2)
+
+
+@pytest.mark.parametrize(
+    "prefers, stored, expected",
+    [("dark", None, "slate"), ("light", None, "default"), ("dark", "default", "default")],
+)
+def test_preferred_colour_scheme_is_set_before_materials_bundle_runs(
+    browser, server, prefers, stored, expected
+):
+    # the bundle never runs here: what <body> shows is what the page's own inline scripts set
+    # (gradflow_site/speed.early_palette), so a dark-preferring first visit does not paint
+    # light and then restyle; a palette the reader chose (stored by Material) still wins
+    context = browser.new_context(color_scheme=prefers)
+    try:
+        context.route("**/assets/javascripts/bundle.*.min.js", lambda route: route.abort())
+        if stored:  # as Material stores a palette the reader picked, under the site's root
+            palette = json.dumps({"index": 0, "color": {"media": "", "scheme": stored}})
+            context.add_init_script(f"localStorage.setItem('/.__palette', {palette!r})")
+        page = context.new_page()
+        page.goto(f"{server}/arena/", wait_until="load")
+        assert page.evaluate("document.body.dataset.mdColorScheme") == expected
+    finally:
+        context.close()

@@ -1,10 +1,10 @@
-"""gradflow_site.speed: deferred scripts and copy buttons written into the HTML."""
+"""gradflow_site.speed: deferred scripts, copy buttons and colour scheme written into the HTML."""
 
 from __future__ import annotations
 
 import re
 
-from gradflow_site.speed import code_blocks, defer_scripts
+from gradflow_site.speed import code_blocks, defer_scripts, early_palette
 
 BLOCK = '<div class="language-python highlight"><pre><span></span><code>x = 1\n</code></pre></div>'
 
@@ -40,3 +40,24 @@ def test_code_blocks_size_each_block_by_its_lines_while_off_screen():
         code_blocks(BLOCK + three + unterminated),
     )
     assert heights == ["1", "3", "2"]
+
+
+PALETTES = [
+    {"media": "(prefers-color-scheme: light)", "scheme": "default", "accent": "deep orange"},
+    {"media": "(prefers-color-scheme: dark)", "scheme": "slate", "accent": "deep orange"},
+]
+MATERIAL = '<body><script>var palette=__md_get("__palette");if(palette){}</script><p>x</p>'
+
+
+def test_early_palette_follows_materials_palette_script():
+    html = early_palette(MATERIAL, PALETTES)
+    first, ours = html.split("</script>")[:2]
+    assert first.endswith("if(palette){}") and ours.startswith('<script>__md_get("__palette")||')
+    assert '"media":"(prefers-color-scheme: dark)","scheme":"slate"' in ours
+    assert '"accent":"deep-orange"' in ours  # as Material writes it on <body>
+    assert html.endswith("<p>x</p>")
+
+
+def test_early_palette_leaves_pages_without_a_media_palette_alone():
+    assert early_palette(MATERIAL, [{"scheme": "slate"}]) == MATERIAL
+    assert early_palette("<body><p>x</p>", PALETTES) == "<body><p>x</p>"
