@@ -200,7 +200,7 @@ def on_files(files, config, **kwargs):
     _mark_stale_pages(files, root)
     chapters = [f for f in files.documentation_pages() if f.src_uri.endswith(".md")]
     if _command != "serve" and not _dirty and parallel.enabled() and len(chapters) > 1:
-        # before the labs start a thread: a fork renders chapters from the last one backwards
+        # a fork of this process renders chapters from the last one back (gradflow_site/parallel.py)
         parallel.start(chapters, files, config)
     cache_root = root / ".cache" / "labs" if exec_cache.enabled() else None
     for uri in [f"labs/{name}.ipynb" for name in sorted(_labs)] + rendered:
