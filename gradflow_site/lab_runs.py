@@ -80,9 +80,7 @@ def start(uri: str, notebook: Path, cache_root: Path | None, versions: str) -> L
     log = target.parent / f".{target.stem}.{os.getpid()}.log"
     run = _runs[uri] = LabRun(uri, src_dir, None, log, produced)
     if parallel.can_fork():
-        import matplotlib.pyplot  # noqa: F401  # imported once here, not again in each lab
-        import torch._dynamo  # noqa: F401  # what a lab imports when it builds an optimizer
-
+        parallel.preload()  # imported once here, not again in each lab
         run.pid = os.fork()
         if run.pid == 0:
             _child(notebook, produced, log)

@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["can_fork", "enabled", "finish", "start", "take"]
+__all__ = ["can_fork", "enabled", "finish", "preload", "start", "take"]
 
 _state: dict = {"pid": None, "dir": None}
 
@@ -48,6 +48,12 @@ def can_fork() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     return len(os.listdir("/proc/self/task")) == 1
+
+
+def preload() -> None:
+    """Import, before a fork, what the chapters and labs import later, so each fork has it."""
+    import matplotlib.pyplot  # noqa: F401
+    import torch._dynamo  # noqa: F401  # what torch imports when a program builds an optimizer
 
 
 def _name(uri: str) -> str:
@@ -70,12 +76,10 @@ def start(pages: list, files, config) -> None:
 
     Does nothing where the process cannot fork safely (`can_fork`): the build renders them all.
     """
-    import matplotlib.pyplot  # noqa: F401  # imported once, before the fork, for both processes
-    import torch._dynamo  # noqa: F401  # what torch imports when a page builds its first optimizer
-
     finish()
     if not can_fork():
         return
+    preload()
     _state["dir"] = Path(tempfile.mkdtemp(prefix="gradflow-parallel-"))
     pid = os.fork()
     if pid == 0:  # the fork: render, hand over, and leave without running the build's exit code
