@@ -5,6 +5,7 @@ its payload budgets. Per-widget behaviour is tested in tests/test_widgets_<chapt
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import html
 import re
@@ -107,7 +108,15 @@ def test_widgets_mount_when_materials_document_observable_stays_silent(browser, 
     assert states == ["ready"] * len(pages[path])
 
 
+WIDGET_NAMES_ARE = (
+    "names => [...document.querySelectorAll('[data-gf-widget]')]"
+    ".map(el => el.dataset.gfWidget).join() === names.join()"
+)
+
+
 def test_widgets_mount_after_instant_navigation(browser, site, pages):
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     # Material matches links against the sitemap by protocol and host, not port, so instant
     # navigation engages only at the site's own address: serve the build there, in the browser
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
@@ -135,6 +144,11 @@ def test_widgets_mount_after_instant_navigation(browser, site, pages):
     page.evaluate("window.__sameDocument = true")  # gone if the browser loads a new document
     page.locator(f'.md-sidebar--primary a.md-nav__link[href$="{target}"]').first.click()
     page.wait_for_url(f"**/{target}")
+    # Material may change the address before it swaps the content, and until then the start
+    # page's widgets are there, mounted: wait for the target's widgets (the assert below says
+    # what was there instead if they never come)
+    with contextlib.suppress(PlaywrightTimeout):
+        page.wait_for_function(WIDGET_NAMES_ARE, arg=pages[target], timeout=15_000)
     page.wait_for_function(mounted)
     same = page.evaluate("window.__sameDocument === true")
     names = page.eval_on_selector_all("[data-gf-widget]", "els => els.map(e => e.dataset.gfWidget)")
