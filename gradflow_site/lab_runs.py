@@ -8,11 +8,11 @@ traceback.
 Every lab starts at once, at a lower CPU priority than the chapters. A lab runs in IPython's own
 shell (the one a Jupyter kernel wraps), cell after cell, with `%matplotlib inline`: what a cell
 prints, shows and returns become its outputs, in order, as a kernel reports them (the executed
-copies are byte-identical to `nbconvert --execute`'s). The process is a fork of the build
-(`start` is called before the build has a second thread): torch, matplotlib and the rest are
-already imported there, so a lab costs its own cells and nothing else (a kernel per lab imported
-them again: 4-5 s of CPU per lab). The lab reads matplotlib's settings afresh and its setup cell
-writes and imports its own copy of the gradflow_ref modules it uses, as in a kernel. Where a
+copies are byte-identical to `nbconvert --execute`'s). The process is a fork of the build (`start`
+is called before the build has a second thread): torch, matplotlib and the rest are already
+imported there, so a lab costs its own cells and nothing else (with a kernel and its imports the
+arena lab took 6.9 CPU-s, forked 3.4). The lab reads matplotlib's settings afresh and its setup
+cell writes and imports its own copy of the gradflow_ref modules it uses, as in a kernel. Where a
 fork is not safe (another thread runs, or not Linux) the same code runs in a fresh interpreter:
 `python -m gradflow_site.lab_runs NOTEBOOK OUT LOG`.
 
