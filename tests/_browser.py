@@ -1,4 +1,5 @@
-"""Browser helpers shared by the browser tests (tools.browser finds Chrome or Chromium, serves).
+"""Browser helpers shared by the browser tests (tools.browser finds Chrome or Chromium, or
+Chromium's headless shell first, and serves).
 
 Without a browser the tests skip locally; under CI (CI=true) a missing browser is a failure
 (.ci/run finds one or installs it).
@@ -12,9 +13,20 @@ from contextlib import contextmanager
 import pytest
 
 from tests._site import ROOT
-from tools.browser import ARGS, CHROMIUM, mounted, page_paths, serve, widget_pages
+from tools.browser import ARGS, TEST_BROWSER, mounted, page_paths, serve, widget_pages
 
-__all__ = ["AXE", "require", "launch", "serve", "page_paths", "widget_pages", "mounted"]
+__all__ = [
+    "AXE",
+    "COLOUR_RULES",
+    "require",
+    "launch",
+    "serve",
+    "page_paths",
+    "widget_pages",
+    "mounted",
+    "open_page",
+    "visit_every_page",
+]
 
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 
@@ -31,10 +43,13 @@ def require(condition: bool, why: str) -> None:
 @contextmanager
 def launch():
     """Launch headless chromium through Playwright; yield the Browser."""
-    require(CHROMIUM is not None, "no Chrome or Chromium (set CHROME_PATH or install chromium)")
+    require(
+        TEST_BROWSER is not None,
+        "no Chrome or Chromium (set CHROME_PATH, or install chromium-headless-shell or chromium)",
+    )
     playwright = pytest.importorskip("playwright.sync_api")
     with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = p.chromium.launch(executable_path=TEST_BROWSER, args=ARGS)
         try:
             yield browser
         finally:
@@ -169,3 +184,78 @@ def open_page(
             if mount:
                 page.wait_for_function(mounted)
         yield page, record
+
+
+# the axe rules that read colours: the only ones a colour scheme can change
+COLOUR_RULES = ["color-contrast", "link-in-text-block"]
+# serious and critical violations, with the first elements of each when `selectors`
+AXE_RUN = """async ([rules, selectors]) => {
+  const options = {resultTypes: ['violations'], selectors};
+  if (rules) options.runOnly = rules;
+  return (await axe.run(document, options)).violations
+    .filter(v => v.impact === 'serious' || v.impact === 'critical')
+    .map(v => `${v.id} (${v.impact}): ${v.nodes.slice(0, 3).map(n => n.target).join(' | ')}`);
+}"""
+# math: <math> elements, and arithmatex's raw TeX (\( or \[ as a formula's text) or a math
+# script's output; widgets: their states, live parts left empty, controls and the unnamed ones
+FACTS = """() => {
+  const live = [...document.querySelectorAll('.gf-widget__live')];
+  const controls = live.flatMap(l => [...l.querySelectorAll('input, select, button, [tabindex]')]);
+  return {
+    math: document.querySelectorAll('math').length,
+    raw_math: [...document.querySelectorAll('.arithmatex')]
+      .filter(el => !el.querySelector('math')).length
+      + document.querySelectorAll('.katex, mjx-container, script[src*=katex],'
+        + ' script[src*=mathjax]').length,
+    states: [...document.querySelectorAll('[data-gf-widget]')]
+      .map(e => e.dataset.gfWidget + ':' + e.dataset.gfState),
+    empty: live.filter(e => !e.children.length).length,
+    unnamed: controls.map((c, i) => [i, c.labels?.[0]?.textContent
+      || c.getAttribute('aria-label') || c.textContent])
+      .filter(([, n]) => !n || !n.trim()).map(([i]) => i),
+    controls: controls.length,
+  };
+}"""
+
+
+def visit_every_page(site, server: str, request) -> dict[str, dict]:
+    """Visit every page once, widgets mounted, at 1280 px; return {path: what it showed}.
+
+    Per page: console errors and third-party requests while it loaded and mounted ("errors",
+    "foreign"), math ("math", "raw_math"), widgets ("states", "empty", "controls", "unnamed",
+    and "outline": the outline style of the first widget control once focused), and axe's
+    serious and critical violations per colour scheme ("axe"). axe runs every rule in the
+    default scheme, and the rules whose outcome colours decide (COLOUR_RULES) in the second:
+    the schemes differ in colours only (gradflow.css and Material set custom properties and
+    colours under `data-md-color-scheme`), on the same DOM, so every other rule finds the same
+    in both. The browser fixture is taken here, so a worker that only reads the result
+    starts none.
+    """
+    axe = AXE.read_text(encoding="utf-8") if AXE.exists() else None
+    browser = request.getfixturevalue("browser")
+    results = {}
+    for path in page_paths(site):
+        with open_page(browser, server, path) as (page, record):
+            # axe checks the live widgets, not their fallbacks (open_page mounted them)
+            current = page.evaluate(FACTS)
+            current["axe"] = {}
+            if axe is not None:
+                # measure the final colours, not a transition between the two schemes
+                page.add_style_tag(
+                    content="*, *::before, *::after { transition: none !important;"
+                    " animation: none !important; }"
+                )
+                page.add_script_tag(content=axe)
+                for scheme, rules in (("default", None), ("slate", COLOUR_RULES)):
+                    page.evaluate(f"document.body.setAttribute('data-md-color-scheme', '{scheme}')")
+                    current["axe"][scheme] = page.evaluate(AXE_RUN, [rules, False])
+                    if current["axe"][scheme]:  # again, naming the elements (CSS selectors)
+                        current["axe"][scheme] = page.evaluate(AXE_RUN, [rules, True])
+                page.evaluate("document.body.setAttribute('data-md-color-scheme', 'default')")
+            control = page.locator(".gf-widget__live :is(input, select, button, [tabindex])")
+            if control.count():
+                control.first.focus()
+                current["outline"] = control.first.evaluate("e => getComputedStyle(e).outlineStyle")
+            results[path] = {**current, "errors": list(record["errors"]),
+                             "foreign": list(record["foreign"])}  # fmt: skip
+    return results

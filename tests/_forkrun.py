@@ -26,9 +26,10 @@ import tempfile
 from pathlib import Path
 
 SERVER = r"""
-import json, os, runpy, sys, tempfile, traceback
+import gc, json, os, runpy, sys, tempfile, traceback
 import torch, numpy, matplotlib
 import torch._dynamo
+gc.freeze()
 
 for line in sys.stdin:
     job = json.loads(line)

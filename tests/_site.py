@@ -11,6 +11,7 @@ new entry.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -63,13 +64,14 @@ def mkdocs_build(
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def build_to_log(site_dir: Path, log: Path, cache: bool = False) -> None:
-    """Build the site into `site_dir`; then write `log`: the exit code, a newline, the output.
+def build_to_log(site_dir: Path, log: Path, **build) -> None:
+    """Build the site into `site_dir` (mkdocs_build's keywords); then write `log`: the exit
+    code, a newline, the output.
 
     The log appears whole (written beside, then renamed), so a reader that sees it can use it.
     """
     try:
-        result = mkdocs_build(site_dir, cache=cache)
+        result = mkdocs_build(site_dir, **build)
         text = f"{result.returncode}\n{result.stdout}\n{result.stderr}"
     except Exception as exc:  # a timeout or a build that cannot start: the waiters must know
         text = f"1\nthe build did not finish: {exc!r}"
@@ -78,14 +80,14 @@ def build_to_log(site_dir: Path, log: Path, cache: bool = False) -> None:
     partial.replace(log)
 
 
-def start_build(site_dir: Path, log: Path, cache: bool = False) -> subprocess.Popen:
+def start_build(site_dir: Path, log: Path, **build) -> subprocess.Popen:
     """Start build_to_log in a process of its own; return it (the starter must wait for it)."""
     code = (
-        "import sys; from pathlib import Path; from tests._site import build_to_log; "
-        "build_to_log(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == '1')"
+        "import json, sys; from pathlib import Path; from tests._site import build_to_log; "
+        "build_to_log(Path(sys.argv[1]), Path(sys.argv[2]), **json.loads(sys.argv[3]))"
     )
     return subprocess.Popen(
-        [sys.executable, "-c", code, str(site_dir), str(log), "1" if cache else "0"], cwd=ROOT
+        [sys.executable, "-c", code, str(site_dir), str(log), json.dumps(build)], cwd=ROOT
     )
 
 

@@ -2,6 +2,7 @@
 at collection, shared by the xdist workers), a server and a browser per worker for the browser
 tests, and the check that a test run leaves nothing behind."""
 
+import json
 import os
 from pathlib import Path
 
@@ -18,12 +19,23 @@ from tests._site import ROOT, TAG, finish_run, start_build, start_run, wait_for_
 torch.set_num_threads(1)
 
 
-def _build_files(factory) -> tuple[Path, Path, Path]:
-    """(site dir, build log, lock) of the one build that every xdist worker shares."""
+# The site builds a test run makes, each once for all xdist workers, started at collection in
+# a process of their own (mkdocs_build's keywords): `site`, the strict clean build every test
+# of the built site uses, and `serial_site`, a second clean build of the same commit rendered in
+# one process, which test_build_is_byte_reproducible holds against the first. The second runs
+# at the lowest priority: it takes only the CPU the rest of the run leaves idle.
+BUILDS = {
+    "site": {},
+    "serial_site": {"nice": 19, "parallel": False, "timeout": 900},
+}
+
+
+def _build_files(factory, name: str) -> tuple[Path, Path, Path]:
+    """(site dir, build log, lock) of the build `name` that every xdist worker shares."""
     shared = factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         shared = shared.parent
-    return shared / "site", shared / "site-build.log", shared / "site.lock"
+    return shared / name, shared / f"{name}-build.log", shared / f"{name}.lock"
 
 
 def _prebuilt() -> str | None:
@@ -31,18 +43,32 @@ def _prebuilt() -> str | None:
     return None if os.environ.get("CI") else os.environ.get("GRADFLOW_TEST_SITE")
 
 
-def _start_site_build(config) -> None:
-    """Start the shared build unless one has started; the first process to ask starts it."""
+def _start_build(config, name: str) -> None:
+    """Start the build `name` unless it has started; the first process to ask starts it."""
     # a hook gets no fixtures: pytest's tmp_path_factory is reached through the config (set
-    # by pytest's tmp_path plugin since pytest 3.9), the same factory the `site` fixture uses
-    out, log, lock = _build_files(config._tmp_path_factory)
+    # by pytest's tmp_path plugin since pytest 3.9), the same factory the fixtures use
+    out, log, lock = _build_files(config._tmp_path_factory, name)
     with FileLock(str(lock)):
-        started = log.with_name("site-build.started")
+        started = log.with_name(f"{name}-build.started")
         if started.exists():
             return
         started.touch()
-        cache = os.environ.get("GRADFLOW_TEST_CACHE") == "1" and not os.environ.get("CI")
-        config._gradflow_builder = start_build(out, log, cache=cache)
+        build = dict(BUILDS[name])
+        if name == "site":
+            build["cache"] = os.environ.get("GRADFLOW_TEST_CACHE") == "1" and not os.environ.get(
+                "CI"
+            )
+        config._gradflow_builders[name] = start_build(out, log, **build)
+
+
+def _built(request, tmp_path_factory, name: str) -> Path:
+    """Wait for the build `name` (starting it if collection did not); its site dir."""
+    out, log, _ = _build_files(tmp_path_factory, name)
+    _start_build(request.config, name)  # nothing when collection started it (the usual case)
+    builder = request.config._gradflow_builders.get(name)
+    code, _, output = wait_for_log(log, builder, timeout=900).partition("\n")
+    assert code == "0", f"strict build failed:\n{output}"
+    return out
 
 
 @pytest.fixture(scope="session")
@@ -58,13 +84,43 @@ def site(request, tmp_path_factory) -> Path:
     prebuilt = _prebuilt()
     if prebuilt:
         return Path(prebuilt)
-    out, log, _ = _build_files(tmp_path_factory)
-    _start_site_build(request.config)  # nothing when collection started it (the usual case)
-    code, _, output = wait_for_log(
-        log, getattr(request.config, "_gradflow_builder", None)
-    ).partition("\n")
-    assert code == "0", f"strict build failed:\n{output}"
-    return out
+    return _built(request, tmp_path_factory, "site")
+
+
+@pytest.fixture(scope="session")
+def serial_site(request, tmp_path_factory) -> Path:
+    """A second strict clean build of the whole site, every chapter rendered in one process
+    (GRADFLOW_PARALLEL=0), at the lowest priority; started at collection like `site`."""
+    return _built(request, tmp_path_factory, "serial_site")
+
+
+@pytest.fixture(scope="session")
+def once(tmp_path_factory):
+    """once(name, compute): compute() a JSON value once for the whole run, whichever xdist
+    worker asks first; the others wait for it and read it.
+
+    For fixtures that visit every page (tests/_browser.py's visits): work stealing may split a
+    module between the workers, and a module fixture would then run again on the second.
+    """
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+
+    def get(name: str, compute):
+        path = shared / f"once-{name}.json"
+        with FileLock(str(path.with_suffix(".lock"))):
+            if not path.exists():
+                path.write_text(json.dumps(compute()), encoding="utf-8")
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def visits(request, site, server, once) -> dict[str, dict]:
+    """What every page of the site shows in the browser, visited once for the whole run
+    (tests/_browser.py's visit_every_page); the browser starts only where it is computed."""
+    return once("visits", lambda: _browser.visit_every_page(site, server, request))
 
 
 @pytest.fixture(scope="session")
@@ -91,13 +147,18 @@ def browser():
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected
 def pytest_collection_modifyitems(config, items):
-    # Tests of the built site run last, so the other tests run while the site builds (it starts
-    # now, in a process of its own); under xdist every worker then shares the one build and
-    # opens its own server and browser. A test marked `early` runs first (a long niced build).
-    needs_site = {id(i) for i in items if "site" in getattr(i, "fixturenames", ())}
-    items.sort(key=lambda i: 0 if i.get_closest_marker("early") else 1 + (id(i) in needs_site))
-    if needs_site and not _prebuilt() and not config.option.collectonly:
-        _start_site_build(config)
+    # Tests of a built site run last, so the other tests run while the builds run (they start
+    # now, in processes of their own); under xdist every worker then shares the builds and
+    # opens its own server and browser. The test that waits for the low-priority second build
+    # runs after all the others.
+    def uses(item, name):
+        return name in getattr(item, "fixturenames", ())
+
+    items.sort(key=lambda i: uses(i, "site") + 2 * uses(i, "serial_site"))
+    if not config.option.collectonly:
+        for name in BUILDS:
+            if any(uses(i, name) for i in items) and not (name == "site" and _prebuilt()):
+                _start_build(config, name)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")
@@ -107,12 +168,12 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_unconfigure(config):
-    builder = getattr(config, "_gradflow_builder", None)
-    if builder is not None:  # the process that started the build reaps it
-        builder.wait()
+    for builder in getattr(config, "_gradflow_builders", {}).values():
+        builder.wait()  # the process that started a build reaps it
 
 
 def pytest_configure(config):
+    config._gradflow_builders = {}  # name -> the build process this process started
     # the controller (not an xdist worker) gives the run its own TMPDIR and process tag
     if not hasattr(config, "workerinput") and TAG not in os.environ:
         config._gradflow_run_tmp = start_run(ROOT / ".cache")

@@ -1,5 +1,6 @@
-"""The built site in a real browser (Debian's chromium driven by Playwright): accessibility,
-no third-party request, no console error, math as MathML, both colour schemes.
+"""The built site in a real browser (Chromium driven by Playwright): accessibility, no
+third-party request, no console error, math as MathML, both colour schemes. Every page is
+visited once for the whole run (the `visits` fixture, tests/_browser.py's visit_every_page).
 
 Without chromium these tests skip locally; under CI (CI=true) a missing browser is a failure,
 and .ci/run installs it first.
@@ -11,70 +12,9 @@ import json
 
 import pytest
 
-from tests._browser import AXE, listen, mounted, open_page, page_paths, require
+from tests._browser import AXE, mounted, open_page, require
 
 pytestmark = [pytest.mark.build, pytest.mark.browser]
-
-
-# the axe rules that read colours: the only ones a colour scheme can change
-COLOUR_RULES = ["color-contrast", "link-in-text-block"]
-# serious and critical violations, with the first elements of each when `selectors`
-AXE_RUN = """async ([rules, selectors]) => {
-  const options = {resultTypes: ['violations'], selectors};
-  if (rules) options.runOnly = rules;
-  return (await axe.run(document, options)).violations
-    .filter(v => v.impact === 'serious' || v.impact === 'critical')
-    .map(v => `${v.id} (${v.impact}): ${v.nodes.slice(0, 3).map(n => n.target).join(' | ')}`);
-}"""
-
-
-@pytest.fixture(scope="module")
-def visits(site, server, browser) -> dict[str, dict]:
-    """Visit every page once; record console errors, third-party requests and axe results.
-
-    axe runs twice per page, once per colour scheme (Material's `data-md-color-scheme`): every
-    rule in the first, and in the second the rules whose outcome colours decide (COLOUR_RULES).
-    The schemes differ in colours only (gradflow.css and Material set custom properties and
-    colours under the attribute), on the same DOM, so every other rule finds the same in both.
-    """
-    axe = AXE.read_text(encoding="utf-8") if AXE.exists() else None
-    context = browser.new_context()
-    page = context.new_page()
-    record = listen(page, server)
-    results = {}
-    for path in page_paths(site):
-        record["errors"].clear()
-        record["foreign"].clear()
-        current = {"axe": {}}
-        page.goto(f"{server}/{path}", wait_until="load")
-        page.wait_for_function(mounted)  # axe checks the live widgets, not their fallbacks
-        current["math"] = page.locator("math").count()
-        # arithmatex's raw TeX (\( or \[ as a formula's text) or a math script's output
-        current["raw_math"] = page.evaluate(
-            "() => [...document.querySelectorAll('.arithmatex')]"
-            ".filter(el => !el.querySelector('math')).length"
-            " + document.querySelectorAll('.katex, mjx-container, script[src*=katex],"
-            " script[src*=mathjax]').length"
-        )
-        if axe is not None:
-            # measure the final colours, not a transition between the two schemes
-            page.add_style_tag(
-                content="*, *::before, *::after { transition: none !important;"
-                " animation: none !important; }"
-            )
-            page.add_script_tag(content=axe)
-            for scheme, rules in (("default", None), ("slate", COLOUR_RULES)):
-                page.evaluate(f"document.body.setAttribute('data-md-color-scheme', '{scheme}')")
-                current["axe"][scheme] = page.evaluate(AXE_RUN, [rules, False])
-                if current["axe"][scheme]:  # again, naming the elements (CSS selectors)
-                    current["axe"][scheme] = page.evaluate(AXE_RUN, [rules, True])
-        results[path] = {
-            **current,
-            "errors": list(record["errors"]),
-            "foreign": list(record["foreign"]),
-        }
-    context.close()
-    return results
 
 
 def test_pages_load_without_console_errors(visits):

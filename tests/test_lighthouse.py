@@ -52,6 +52,17 @@ def test_find_chrome_takes_chrome_path_first(tmp_path):
     assert find_chrome({"CHROME_BIN": mine}, which=lambda name: None) == mine
 
 
+def test_find_chrome_takes_a_headless_shell_first_only_when_asked(tmp_path):
+    mine = _executable(tmp_path / "my-chrome", "#!/bin/sh\n")
+    shell = _executable(tmp_path / "chromium-headless-shell", "#!/bin/sh\n")
+    full = _executable(tmp_path / "chromium", "#!/bin/sh\n")
+    found = {"chromium-headless-shell": shell, "chromium": full}
+    assert find_chrome({}, which=found.get, shell=True) == shell
+    assert find_chrome({}, which=found.get) == full  # Lighthouse and screenshots: a full browser
+    assert find_chrome({"CHROME_PATH": mine}, which=found.get, shell=True) == mine
+    assert find_chrome({}, which={"chromium": full}.get, shell=True) == full
+
+
 def test_find_chrome_skips_snap_wrappers_and_missing_paths(tmp_path):
     # Ubuntu's apt chromium-browser: a script that only starts the snap
     snap = _executable(tmp_path / "chromium-browser", '#!/bin/sh\nexec /snap/bin/chromium "$@"\n')

@@ -25,19 +25,16 @@ def test_build_strict_succeeds_without_warnings(site):
     assert (site / "telephone" / "index.html").exists()
 
 
-@pytest.mark.early  # its own build starts first, niced: it runs in the gaps of the other tests
-@pytest.mark.timeout(900)
-def test_build_is_byte_reproducible(request, tmp_path):
-    # the shared build renders chapters in two processes (gradflow_site/parallel.py), this one
-    # in one: the same bytes also show that the split changes nothing
-    second = tmp_path / "again"
-    result = mkdocs_build(second, timeout=900, nice=10, parallel=False)
-    assert result.returncode == 0, result.stderr
-    site = request.getfixturevalue("site")  # after this build: both can run at the same time
+@pytest.mark.timeout(900)  # it waits for the second, low-priority build
+def test_build_is_byte_reproducible(site, serial_site):
+    # the shared build renders chapters in two processes (gradflow_site/parallel.py), the
+    # second in one: the same bytes also show that the split changes nothing
     files = sorted(p.relative_to(site) for p in site.rglob("*") if p.is_file())
     assert {f.suffix for f in files} >= {".html", ".png", ".json"}, "files missing"
-    assert sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file()) == files
-    differ = [str(f) for f in files if (site / f).read_bytes() != (second / f).read_bytes()]
+    assert (
+        sorted(p.relative_to(serial_site) for p in serial_site.rglob("*") if p.is_file()) == files
+    )
+    differ = [str(f) for f in files if (site / f).read_bytes() != (serial_site / f).read_bytes()]
     assert not differ, f"two clean builds (parallel and serial) differ in: {differ}"
 
 

@@ -1,6 +1,7 @@
 """Every interactive widget on the built site, in chromium: it mounts, logs no error, makes no
 third-party request, works without JavaScript (static figure), fits a phone and stays inside
-its payload budgets. Per-widget behaviour is tested in tests/test_widgets_<chapter>.py.
+its payload budgets. Per-widget behaviour is tested in tests/test_widgets_<chapter>.py; what a
+mounted page shows comes from the run's one visit of every page (the `visits` fixture).
 """
 
 from __future__ import annotations
@@ -28,39 +29,10 @@ def pages(site) -> dict[str, list[str]]:
     return found
 
 
-@pytest.fixture(scope="module")
-def desktop(browser, server, pages) -> dict[str, dict]:
-    """Open every widget page once at desktop width; record what the tests below check."""
-    seen = {}
-    for path in pages:
-        with open_page(browser, server, path) as (page, record):
-            found = page.evaluate(
-                """() => {
-                  const live = [...document.querySelectorAll('.gf-widget__live')];
-                  const controls = live.flatMap(l =>
-                    [...l.querySelectorAll('input, select, button, [tabindex]')]);
-                  return {
-                    states: [...document.querySelectorAll('[data-gf-widget]')]
-                      .map(e => e.dataset.gfWidget + ':' + e.dataset.gfState),
-                    empty: live.filter(e => !e.children.length).length,
-                    unnamed: controls.map((c, i) => [i, c.labels?.[0]?.textContent
-                      || c.getAttribute('aria-label') || c.textContent])
-                      .filter(([, n]) => !n || !n.trim()).map(([i]) => i),
-                    controls: controls.length,
-                  };
-                }"""
-            )
-            first = page.locator(".gf-widget__live :is(input, select, button, [tabindex])").first
-            first.focus()
-            found["outline"] = first.evaluate("e => getComputedStyle(e).outlineStyle")
-            seen[path] = {**found, **record}
-    return seen
-
-
-def test_widgets_mount_without_console_error_or_foreign_request(desktop, pages):
+def test_widgets_mount_without_console_error_or_foreign_request(visits, pages):
     problems = []
     for path, names in pages.items():
-        v = desktop[path]
+        v = visits[path]
         bad = [s for s in v["states"] if not s.endswith(":ready")]
         if bad or v["empty"] or v["errors"] or v["foreign"] or len(v["states"]) != len(names):
             problems.append(f"/{path}: {v}")
@@ -180,8 +152,8 @@ def test_widgets_fit_a_phone_width_screen(browser, server, pages):
             assert not wide, f"/{path}: widgets wider than a 360 px screen: {wide}"
 
 
-def test_widget_controls_are_labelled_and_show_focus(desktop):
-    for path, v in desktop.items():
+def test_widget_controls_are_labelled_and_show_focus(visits, pages):
+    for path, v in ((p, visits[p]) for p in pages):
         assert v["controls"] > 0, f"/{path}: widgets without any control"
         assert not v["unnamed"], f"/{path}: controls {v['unnamed']} have no accessible name"
         assert v["outline"] != "none", f"/{path}: focused control shows no outline"

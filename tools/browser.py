@@ -1,12 +1,17 @@
-"""Headless Chrome or Chromium for the browser tests and the screenshot command: find it, serve a
-site.
+"""Headless Chrome or Chromium for the browser tests, the screenshot command and Lighthouse: find
+it, serve a site.
 
 `find_chrome()` takes CHROME_PATH (or CHROME_BIN, which GitHub's runner images set) when it names
 a browser, else the first of google-chrome, chromium and chromium-browser on PATH, skipping the
 snap wrappers (Ubuntu's apt `chromium-browser` only starts the snap, which headless CI cannot
-use). Playwright drives whichever is found (its own browser download does not work on the build
-machines). `python3 -m tools.browser` prints the path, or exits 1 when there is none: .ci/run
-uses it before anything is installed (standard library only).
+use). `find_chrome(shell=True)`, what the browser tests take (TEST_BROWSER), looks for
+Chromium's headless shell on PATH before those: the same Blink and V8 without the browser's
+own layers, which Playwright itself runs for headless tests by default, and which ran this
+project's browser tests in 125 CPU-s instead of 153 on 2 cores (Debian: `apt-get install
+chromium-headless-shell`). Lighthouse and the screenshots take a full browser, as readers have.
+Playwright drives whichever is found (its own browser download does not work on the build
+machines). `python3 -m tools.browser [--shell]` prints the path, or exits 1 when there is none:
+.ci/chrome uses it before anything is installed (standard library only).
 """
 
 from __future__ import annotations
@@ -21,9 +26,19 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["CHROMIUM", "ARGS", "find_chrome", "serve", "page_paths", "widget_pages", "mounted"]
+__all__ = [
+    "CHROMIUM",
+    "TEST_BROWSER",
+    "ARGS",
+    "find_chrome",
+    "serve",
+    "page_paths",
+    "widget_pages",
+    "mounted",
+]
 
 NAMES = ("google-chrome", "google-chrome-stable", "chromium", "chromium-browser")
+SHELLS = ("chromium-headless-shell", "chrome-headless-shell")
 
 
 def _usable(path: str) -> bool:
@@ -40,14 +55,18 @@ def _usable(path: str) -> bool:
     return not (head.startswith(b"#!") and b"/snap/" in head)
 
 
-def find_chrome(environ=None, which=shutil.which) -> str | None:
-    """Return the path of a usable Chrome or Chromium, or None."""
+def find_chrome(environ=None, which=shutil.which, shell: bool = False) -> str | None:
+    """Return the path of a usable Chrome or Chromium, or None.
+
+    CHROME_PATH or CHROME_BIN comes first; then, with `shell`, a headless shell on PATH; then a
+    full browser on PATH.
+    """
     environ = os.environ if environ is None else environ
     for var in ("CHROME_PATH", "CHROME_BIN"):
         path = environ.get(var)
         if path and _usable(path):
             return path
-    for name in NAMES:
+    for name in (SHELLS if shell else ()) + NAMES:
         path = which(name)
         if path and _usable(path):
             return path
@@ -55,6 +74,7 @@ def find_chrome(environ=None, which=shutil.which) -> str | None:
 
 
 CHROMIUM = find_chrome()
+TEST_BROWSER = find_chrome(shell=True)
 ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -132,10 +152,11 @@ mounted = (
 
 
 if __name__ == "__main__":
-    if CHROMIUM is None:
+    shell = sys.argv[1:] == ["--shell"]
+    found = TEST_BROWSER if shell else CHROMIUM
+    if found is None:
+        names = (SHELLS if shell else ()) + NAMES
         sys.exit(
-            "no Chrome or Chromium found (checked CHROME_PATH, CHROME_BIN, "
-            + ", ".join(NAMES)
-            + ")"
+            f"no Chrome or Chromium found (checked CHROME_PATH, CHROME_BIN, {', '.join(names)})"
         )
-    print(CHROMIUM)
+    print(found)
