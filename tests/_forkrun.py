@@ -11,7 +11,10 @@ of its own, with freshly seeded random generators; it exits as an interpreter ex
 handlers, flushed streams). A program sees what a fresh interpreter that has imported torch,
 numpy and matplotlib and built an optimizer sees (tests/test_forkrun.py compares the two):
 nothing of the repository, of `gradflow_ref`, of pyplot or of any other module is loaded
-before it runs.
+before it runs. The server freezes its objects (`gc.freeze()`) before it forks: a child's
+garbage collections then skip the server's 300,000 tracked objects, none of which is ever garbage,
+instead of walking them, and copying every page they touch, on each full collection and at
+exit (a lab's run 6.9 -> 2.6 s).
 """
 
 from __future__ import annotations
