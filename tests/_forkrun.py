@@ -28,10 +28,22 @@ import sys
 import tempfile
 from pathlib import Path
 
+# what a reader's program starts from: the packages every lab and page imports first, and
+# torch._dynamo (see the module docstring)
+READER = "import torch, numpy, matplotlib\nimport torch._dynamo"
+# what every `mkdocs build` of this repository imports: MkDocs, its plugins and extensions,
+# and torch (the hooks import it; OMP_NUM_THREADS and friends are set first, as the hooks set
+# them). Not matplotlib: it reads its settings (the repository's matplotlibrc) from the
+# folder it is first imported in, which is the build's.
+BUILD = (
+    "import mkdocs.__main__, mkdocs.commands.build, markdown, pymdownx.superfences, "
+    "pymdownx.snippets, pymdownx.details, markdown_exec, material.plugins.search.plugin, "
+    "material.plugins.offline.plugin, mkdocs_jupyter.plugin, torch"
+)
+
 SERVER = r"""
 import gc, json, os, runpy, sys, tempfile, traceback
-import torch, numpy, matplotlib
-import torch._dynamo
+PRELOAD
 gc.freeze()
 
 for line in sys.stdin:
@@ -46,17 +58,24 @@ for line in sys.stdin:
         os.environ.update(job["env"])
         tempfile.tempdir = None  # found again from TMPDIR, as a fresh interpreter finds it
         # new seeds, as a new interpreter draws them (`random` reseeds itself after a fork)
-        torch.seed()
+        if "torch" in sys.modules:
+            sys.modules["torch"].seed()
         if "numpy.random" in sys.modules:  # torch._dynamo loads it
-            numpy.random.seed()
+            sys.modules["numpy.random"].seed()
         for fd, name in ((0, os.devnull), (1, job["stdout"]), (2, job["stderr"])):
             flags = os.O_RDONLY if fd == 0 else os.O_WRONLY | os.O_CREAT | os.O_TRUNC
             target = os.open(name, flags, 0o644)
             os.dup2(target, fd)
             os.close(target)
-        sys.argv = [job["program"]]
+        sys.argv = job["argv"]
+        if job["path0"] is not None:  # as `python -m` (the folder) or a script (its folder)
+            extra = [p for p in job["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+            sys.path[:1] = [job["path0"], *extra]
         try:
-            runpy.run_path(job["program"], run_name="__main__")
+            if job["module"]:
+                runpy.run_module(job["module"], run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(job["program"], run_name="__main__")
         except SystemExit:
             raise
         except BaseException:
@@ -70,12 +89,17 @@ for line in sys.stdin:
 
 
 class ForkRunner:
-    """A server that forks a fresh-looking Python for each program; close() ends it."""
+    """A server that forks a fresh-looking Python for each program; close() ends it.
 
-    def __init__(self, env: dict[str, str]):
+    `preload` is what the server imports before it forks (READER: a reader's program, run as
+    `python -I -W error`; BUILD: `mkdocs build`, run as plain `python`, `isolated=False`).
+    """
+
+    def __init__(self, env: dict[str, str], preload: str = READER, isolated: bool = True):
+        self._flags = ["-I", "-W", "error"] if isolated else []
         self._home = tempfile.TemporaryDirectory(prefix="gradflow-forkrun-")
         self._proc = subprocess.Popen(
-            [sys.executable, "-I", "-W", "error", "-c", SERVER],
+            [sys.executable, *self._flags, "-c", SERVER.replace("PRELOAD", preload)],
             cwd=self._home.name,  # an empty folder: no matplotlibrc, no package to find
             env=env,
             stdin=subprocess.PIPE,
@@ -88,13 +112,26 @@ class ForkRunner:
         return self._proc.stdout.readline().strip() if ready else None
 
     def run(
-        self, program: str, cwd: Path, env: dict[str, str], timeout: float = 600
+        self,
+        program: str,
+        cwd: Path,
+        env: dict[str, str],
+        timeout: float = 600,
+        argv: list[str] | None = None,
+        module: str | None = None,
+        path0: str | None = None,
     ) -> subprocess.CompletedProcess:
-        """Run `program` (a file in `cwd`) with `env`; return its exit code and output."""
+        """Run `program` (a file in `cwd`) with `env`; return its exit code and output.
+
+        With `module`, run that module as `python -m module` does (`program` only names it in
+        messages). `argv` is sys.argv (default: [program]); `path0` becomes sys.path[0] (the
+        folder `python -m` or a script puts first), followed by PYTHONPATH's entries.
+        """
         home = Path(self._home.name)  # not the program's folder: it sees only its own files
         out, err = home / "stdout", home / "stderr"
-        job = {"program": program, "cwd": str(cwd), "env": env}
-        job.update(stdout=str(out), stderr=str(err))
+        argv = argv or [program]
+        job = {"program": program, "cwd": str(cwd), "env": env, "argv": argv}
+        job.update(module=module, path0=path0, stdout=str(out), stderr=str(err))
         self._proc.stdin.write(json.dumps(job) + "\n")
         self._proc.stdin.flush()
         pid = self._line(60)
@@ -107,8 +144,9 @@ class ForkRunner:
             os.killpg(int(pid), signal.SIGKILL)
             self._line(60)
             raise subprocess.TimeoutExpired(program, timeout)
+        start = ["-m", module] if module else [program]
         result = subprocess.CompletedProcess(
-            [sys.executable, "-I", "-W", "error", program],
+            [sys.executable, *self._flags, *start, *argv[1:]],
             int(code),
             out.read_text(encoding="utf-8", errors="replace"),
             err.read_text(encoding="utf-8", errors="replace"),

@@ -33,12 +33,15 @@ def mkdocs_build(
     cache: bool = False,
     nice: int = 0,
     parallel: bool = True,
+    runner=None,
 ):
     """Run `mkdocs build --strict` from the repository root; return the CompletedProcess.
 
     The execution cache is off unless `cache` is true: tests build clean, as CI does. A build
     with `nice` > 0 yields the CPU to everything else (it runs in the gaps of the other tests).
     `parallel=False` renders every chapter in the build process (gradflow_site/parallel.py).
+    With `runner` (the `build_runner` fixture) the build runs in a process forked from one that
+    has imported MkDocs and torch, as `python -m mkdocs` runs in a new one.
     """
     tmp = Path(f"{site_dir}.tmp")
     tmp.mkdir(parents=True, exist_ok=True)
@@ -56,11 +59,14 @@ def mkdocs_build(
         GRADFLOW_BUILD=str(site_dir),
         GRADFLOW_PARALLEL="1" if parallel else "0",
     )
-    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)]
+    args = ["build", "--strict", "--site-dir", str(site_dir)]
+    if config is not None:
+        args += ["--config-file", str(config)]
+    if runner is not None and not nice:
+        return runner.run("mkdocs", ROOT, env, timeout, ["mkdocs", *args], "mkdocs", str(ROOT))
+    cmd = [sys.executable, "-m", "mkdocs", *args]
     if nice and shutil.which("nice"):
         cmd = ["nice", "-n", str(nice), *cmd]
-    if config is not None:
-        cmd += ["--config-file", str(config)]
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -124,11 +130,13 @@ def child_config(
     return cfg
 
 
-def tiny_build(tmp: Path, page: str | dict[str, str]) -> subprocess.CompletedProcess:
+def tiny_build(tmp: Path, page: str | dict[str, str], runner=None) -> subprocess.CompletedProcess:
     """Build a site of one page (index.md) or of `page` (name -> Markdown) with only the hooks
     and markdown-exec; return the process.
 
-    For tests of the build's own messages: seconds instead of the whole guide's build.
+    For tests of the build's own messages: seconds instead of the whole guide's build. With
+    `runner` (the `build_runner` fixture) the console script runs in a process forked from one
+    that has imported MkDocs and torch.
     """
     (tmp / "docs").mkdir(parents=True, exist_ok=True)
     for name, text in (page if isinstance(page, dict) else {"index.md": page}).items():
@@ -143,14 +151,11 @@ def tiny_build(tmp: Path, page: str | dict[str, str]) -> subprocess.CompletedPro
     # the first hook (gradflow_site is not installed)
     env = dict(os.environ, GRADFLOW_EXEC_CACHE="0", NO_MKDOCS_2_WARNING="1")
     env.pop("PYTHONPATH", None)
-    return subprocess.run(
-        [Path(sys.executable).parent / "mkdocs", "build", "--strict"],
-        cwd=tmp,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    script = Path(sys.executable).parent / "mkdocs"
+    cmd = [str(script), "build", "--strict"]
+    if runner is not None:
+        return runner.run(str(script), tmp, env, 120, cmd, path0=str(script.parent))
+    return subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
 
 
 TAG = "GRADFLOW_TEST_RUN"  # environment variable every process of one test run carries

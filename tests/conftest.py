@@ -1,23 +1,18 @@
-"""Shared test configuration: the `cuda` marker, one strict site build for the session (started
-at collection, shared by the xdist workers), a server and a browser per worker for the browser
-tests, and the check that a test run leaves nothing behind."""
+"""Shared test configuration: the `cuda` marker, the site builds of the session (started at
+collection, shared by the xdist workers), a server and a browser per worker for the browser
+tests, values computed once for all workers (`once`, `visits`), and the check that a test run
+leaves nothing behind."""
 
 import json
 import os
 from pathlib import Path
 
 import pytest
-import torch
 from filelock import FileLock
 
 from tests import _browser
-from tests._forkrun import ForkRunner, reader_env
+from tests._forkrun import BUILD, ForkRunner, reader_env
 from tests._site import ROOT, TAG, finish_run, start_build, start_run, wait_for_log
-
-# One intra-op thread: tiny models run faster than with two threads fighting over two cores,
-# and results do not depend on the machine's core count. Subprocesses get OMP_NUM_THREADS=1.
-torch.set_num_threads(1)
-
 
 # The site builds a test run makes, each once for all xdist workers, started at collection in
 # a process of their own (mkdocs_build's keywords): `site`, the strict clean build every test
@@ -139,6 +134,20 @@ def forkrun():
 
 
 @pytest.fixture(scope="session")
+def build_runner():
+    """Runs `mkdocs build` as a new process would, MkDocs and torch already imported (for the
+    tests' small builds: each saves about 2 CPU-s of imports; tests/test_forkrun.py holds a
+    forked build to a new process's)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, "1")  # as gradflow_site/hooks.py sets them before torch loads
+    env.setdefault("NO_MKDOCS_2_WARNING", "1")
+    runner = ForkRunner(env, preload=BUILD, isolated=False)
+    yield runner
+    runner.close()
+
+
+@pytest.fixture(scope="session")
 def browser():
     """Headless chromium (Playwright); skips without it locally, fails under CI."""
     with _browser.launch() as b:
@@ -159,12 +168,16 @@ def pytest_collection_modifyitems(config, items):
         for name in BUILDS:
             if any(uses(i, name) for i in items) and not (name == "site" and _prebuilt()):
                 _start_build(config, name)
+    cuda = [item for item in items if "cuda" in item.keywords]
+    if not cuda:  # torch is imported only where a test needs it
+        return
+    import torch
+
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")
-    for item in items:
-        if "cuda" in item.keywords:
-            item.add_marker(skip)
+    for item in cuda:
+        item.add_marker(skip)
 
 
 def pytest_unconfigure(config):
@@ -174,6 +187,13 @@ def pytest_unconfigure(config):
 
 def pytest_configure(config):
     config._gradflow_builders = {}  # name -> the build process this process started
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        # where tests run (not xdist's controller, which only hands them out): one intra-op
+        # thread, so tiny models run faster than with two threads fighting over two cores and
+        # results do not depend on the core count. Subprocesses get OMP_NUM_THREADS=1.
+        import torch
+
+        torch.set_num_threads(1)
     # the controller (not an xdist worker) gives the run its own TMPDIR and process tag
     if not hasattr(config, "workerinput") and TAG not in os.environ:
         config._gradflow_run_tmp = start_run(ROOT / ".cache")

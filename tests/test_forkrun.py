@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -79,3 +80,40 @@ def test_a_forked_program_past_its_time_is_killed_with_its_children(tmp_path, fo
     # the server goes on serving
     (tmp_path / "q.py").write_text("print('next')\n", encoding="utf-8")
     assert forkrun.run("q.py", tmp_path, reader_env()).stdout == "next\n"
+
+
+@pytest.mark.build
+def test_a_forked_build_gives_what_a_new_process_gives(tmp_path, build_runner):
+    # the build server (conftest's build_runner) has imported MkDocs and torch: a build forked
+    # from it writes the same site, logs the same lines and exits the same as a new process
+    from tests._site import tiny_build
+
+    page = (
+        '# T\n\n```python exec="1" session="t"\nimport torch, matplotlib\nx = torch.rand(3)\n'
+        "print(f\"{x.sum():.6f} {matplotlib.rcParams['svg.hashsalt']}\")\n```\n\n"
+        "Sum `{python} f'{x.sum():.4f}'`.\n"
+    )
+    for folder in ("new", "forked"):  # matplotlib reads the settings of the build's folder
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "matplotlibrc").write_text("svg.hashsalt: beside-mkdocs-yml\n")
+    new = tiny_build(tmp_path / "new", page)
+    forked = tiny_build(tmp_path / "forked", page, runner=build_runner)
+    assert new.returncode == 0, new.stderr
+    assert "beside-mkdocs-yml" in (tmp_path / "new" / "site" / "index.html").read_text()
+    assert (forked.returncode, forked.stdout) == (new.returncode, new.stdout)
+    timing = re.compile(r"\d+\.\d+ s(econds)?")
+
+    def log(result, folder):
+        return timing.sub("#", result.stderr.replace(str(tmp_path / folder), "<project>"))
+
+    assert log(forked, "forked") == log(new, "new")
+    files = sorted(p.relative_to(tmp_path / "new") for p in (tmp_path / "new").rglob("*"))
+    assert files == sorted(
+        p.relative_to(tmp_path / "forked") for p in (tmp_path / "forked").rglob("*")
+    )
+    # a folder outside git has no commit date to build with: MkDocs' theme writes the time
+    stamp = re.compile(rb"Build Date UTC : [^\n]+")
+    for f in files:
+        if (tmp_path / "new" / f).is_file():
+            new_bytes, forked_bytes = ((tmp_path / d / f).read_bytes() for d in ("new", "forked"))
+            assert stamp.sub(b"", forked_bytes) == stamp.sub(b"", new_bytes), f

@@ -144,11 +144,12 @@ def test_caption_without_figure_is_a_problem():
 
 
 @pytest.mark.build
-def test_strict_build_fails_on_a_bad_inline_value(tmp_path):
+def test_strict_build_fails_on_a_bad_inline_value(tmp_path, build_runner):
     result = tiny_build(
         tmp_path,
         '# T\n\n```python exec="1" session="t"\nx = 1\n```\n\nGood `{python} x`, bad '
         "`{python} nope`.\n",
+        runner=build_runner,
     )
     assert result.returncode == 1
     assert (

@@ -133,7 +133,7 @@ def test_executed_output_contains_no_traceback(site):
         assert "Traceback (most recent call last)" not in html, page
 
 
-def test_build_fails_and_names_the_page_for_broken_input(tmp_path):
+def test_build_fails_and_names_the_page_for_broken_input(tmp_path, build_runner):
     pages = {
         "index.md": "# Home\n\n[a link to nowhere](nowhere.md) and [a bad anchor](#no-such)\n",
         "raises.md": (
@@ -142,7 +142,7 @@ def test_build_fails_and_names_the_page_for_broken_input(tmp_path):
         "asset.md": '# Asset\n\n<img src="missing-figure.png" alt="missing">\n',
     }
     cfg = child_config(tmp_path, pages, nav=["index.md", "raises.md", "asset.md", "gone.md"])
-    result = mkdocs_build(tmp_path / "out", config=cfg)
+    result = mkdocs_build(tmp_path / "out", config=cfg, runner=build_runner)
     log = result.stdout + result.stderr
     assert result.returncode != 0, "a strict build with broken pages passed"
     assert "docs/raises.md:4: the executed block raised RuntimeError: boom in a snippet" in log
@@ -153,10 +153,10 @@ def test_build_fails_and_names_the_page_for_broken_input(tmp_path):
     assert "Aborted with" in log
 
 
-def test_build_fails_on_a_missing_snippet_section(tmp_path):
+def test_build_fails_on_a_missing_snippet_section(tmp_path, build_runner):
     page = '# S\n\n```python exec="1"\n--8<-- "snippets/telephone.py:no_such_section"\n```\n'
     cfg = child_config(tmp_path, {"index.md": page})
-    result = mkdocs_build(tmp_path / "out", config=cfg)
+    result = mkdocs_build(tmp_path / "out", config=cfg, runner=build_runner)
     assert result.returncode != 0
     log = result.stdout + result.stderr
     assert "docs/index.md:4: includes section 'no_such_section' of snippets/telephone.py" in log
