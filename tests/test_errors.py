@@ -72,14 +72,25 @@ def test_strict_build_reports_a_raising_block_once(tmp_path, build_runner):
     assert "Traceback" not in result.stderr
 
 
+WAIT_FOR_THE_FORK = """import time
+from gradflow_site import parallel
+claim = parallel._state["dir"] / f"{parallel._name('zz.md')}.claim"
+deadline = time.monotonic() + 60
+while not claim.exists() and time.monotonic() < deadline:
+    time.sleep(0.01)
+"""
+
+
 @pytest.mark.build
 def test_strict_build_reports_a_block_that_raised_in_the_parallel_fork(tmp_path, build_runner):
     # the fork renders the last page (gradflow_site/parallel.py): it hands over the block that
-    # ran, and the build runs the raising one itself and reports it, once
+    # ran, and the build runs the raising one itself and reports it, once. The first page
+    # waits until the fork has claimed the last, or on a busy machine the build could reach
+    # the last page first and render it itself (the test would then see no fork at all).
     result = tiny_build(
         tmp_path,
         {
-            "index.md": '# A\n\n```python exec="1"\nprint(1)\n```\n',
+            "index.md": '# A\n\n```python exec="1"\n' + WAIT_FOR_THE_FORK + "print(1)\n```\n",
             "zz.md": '# Z\n\n```python exec="1" session="z"\nx = 1\n```\n\n'
             '```python exec="1" session="z"\ny = x + nope\n```\n',
         },
