@@ -147,7 +147,8 @@ def _site_url() -> str:
 
 def test_suite() -> tuple[float, str, dict[str, float]]:
     """Return (seconds, pytest's closing line, seconds per test file) of the whole suite, run as
-    `make test` runs it (-n auto, one shared build, browser tests included).
+    `make test` runs it (-n auto, the shared build and the reproducibility test's second one,
+    browser tests included, in the browser the tests find: Chromium's headless shell first).
 
     Per-file seconds add up the workers' time, so they exceed the wall-clock total.
     """
