@@ -94,8 +94,8 @@ def once(tmp_path_factory):
     """once(name, compute): compute() a JSON value once for the whole run, whichever xdist
     worker asks first; the others wait for it and read it.
 
-    For fixtures that visit every page (tests/_browser.py's visits): work stealing may split a
-    module between the workers, and a module fixture would then run again on the second.
+    For fixtures that visit every page (`visits`): work stealing may split a module between the
+    workers, and a module fixture would then run again on the second.
     """
     shared = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
