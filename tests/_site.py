@@ -63,7 +63,8 @@ def mkdocs_build(
     if config is not None:
         args += ["--config-file", str(config)]
     if runner is not None and not nice:
-        return runner.run("mkdocs", ROOT, env, timeout, ["mkdocs", *args], "mkdocs", str(ROOT))
+        argv = ["mkdocs", *args]
+        return runner.run("mkdocs", ROOT, env, timeout, argv=argv, module="mkdocs", path0=str(ROOT))
     cmd = [sys.executable, "-m", "mkdocs", *args]
     if nice and shutil.which("nice"):
         cmd = ["nice", "-n", str(nice), *cmd]
@@ -154,7 +155,7 @@ def tiny_build(tmp: Path, page: str | dict[str, str], runner=None) -> subprocess
     script = Path(sys.executable).parent / "mkdocs"
     cmd = [str(script), "build", "--strict"]
     if runner is not None:
-        return runner.run(str(script), tmp, env, 120, cmd, path0=str(script.parent))
+        return runner.run(str(script), tmp, env, 120, argv=cmd, path0=str(script.parent))
     return subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
 
 

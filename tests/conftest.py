@@ -25,11 +25,15 @@ BUILDS = {
 }
 
 
+def _shared_dir(factory) -> Path:
+    """The run's temporary folder that every xdist worker sees (each has its own below it)."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 def _build_files(factory, name: str) -> tuple[Path, Path, Path]:
     """(site dir, build log, lock) of the build `name` that every xdist worker shares."""
-    shared = factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent
+    shared = _shared_dir(factory)
     return shared / name, shared / f"{name}-build.log", shared / f"{name}.lock"
 
 
@@ -97,9 +101,7 @@ def once(tmp_path_factory):
     For fixtures that visit every page (`visits`): work stealing may split a module between the
     workers, and a module fixture would then run again on the second.
     """
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent
+    shared = _shared_dir(tmp_path_factory)
 
     def get(name: str, compute):
         path = shared / f"once-{name}.json"
