@@ -46,41 +46,43 @@
   // After a jump to a heading (a table-of-contents click, a link, a URL with #anchor), content
   // above it may still change height: a widget mounting, a code block laid out on first view.
   // Once the jump's own (smooth) scroll has come to rest, put the heading back where it belongs
-  // and keep it there for a second and a half; a scroll of the reader's own (wheel, touch, key,
-  // pointer) ends that at once.
+  // and keep it there for a second and a half: whenever a block of the page changes size, a
+  // ResizeObserver (which runs after layout, before paint) moves the page back by as much as
+  // the heading moved, so the reader never sees it move. A scroll of the reader's own (wheel,
+  // touch, key, pointer) ends that at once.
   let holding = 0;
   const hold = (id) => {
     const find = () => id && document.getElementById(decodeURIComponent(id));
-    let el = find();
+    const el = find();
     if (!el) return;
     const mine = ++holding;
     const stop = () => { holding++; };
     for (const ev of ["wheel", "touchstart", "keydown", "pointerdown"])
       addEventListener(ev, stop, { once: true, passive: true });
-    let last = NaN, still = 0, want = null, end = 0;
-    const step = () => {
+    let last = NaN, still = 0;
+    const end = performance.now() + 1000;
+    const settle = () => {
       if (mine !== holding) return;
-      // instant navigation may swap the page's content under us (same page, new nodes): a
-      // detached heading measures 0 and would scroll the page to the top, so follow the new one
-      const current = find();
-      if (!current) return;
-      if (current !== el) { el = current; want = null; still = 0; end = 0; last = NaN; }
-      const now = performance.now();
-      if (want === null) {
-        // wait until the page has not scrolled for 3 frames (at most 1 s)
-        still = scrollY === last ? still + 1 : 0;
-        last = scrollY;
-        if (still < 3 && now < (end ||= now + 1000)) return requestAnimationFrame(step);
-        el.scrollIntoView({ block: "start", behavior: "instant" });
-        want = el.getBoundingClientRect().top;
-        end = now + 1500;
-      } else {
-        const moved = el.getBoundingClientRect().top - want;
+      // wait until the page has not scrolled for 3 frames (at most 1 s)
+      still = scrollY === last ? still + 1 : 0;
+      last = scrollY;
+      if (still < 3 && performance.now() < end) return requestAnimationFrame(settle);
+      // instant navigation may have swapped the page's content meanwhile (same page, new
+      // nodes): a detached heading measures 0 and would scroll the page to the top
+      const target = find();
+      if (!target) return;
+      target.scrollIntoView({ block: "start", behavior: "instant" });
+      const want = target.getBoundingClientRect().top;
+      const blocks = document.querySelector("article") || document.body;
+      const watch = new ResizeObserver(() => {
+        if (mine !== holding || !target.isConnected) return watch.disconnect();
+        const moved = target.getBoundingClientRect().top - want;
         if (Math.abs(moved) > 1) scrollBy({ top: moved, behavior: "instant" });
-      }
-      if (now < end) requestAnimationFrame(step);
+      });
+      for (const block of blocks.children) watch.observe(block);
+      setTimeout(() => watch.disconnect(), 1500);
     };
-    requestAnimationFrame(step);
+    requestAnimationFrame(settle);
   };
   document.addEventListener("click", (ev) => {
     const a = ev.target.closest && ev.target.closest("a[href*='#']");
