@@ -218,6 +218,25 @@ FACTS = """() => {
 }"""
 
 
+# axe in both colour schemes (see visit_every_page), started and left running in the page:
+# window.__gfAxe is the promise of {scheme: violations}
+AXE_BOTH = (
+    """(colourRules) => { window.__gfAxe = (async () => {
+  const run = """
+    + AXE_RUN
+    + """;
+  const out = {};
+  for (const [scheme, rules] of [['default', null], ['slate', colourRules]]) {
+    document.body.setAttribute('data-md-color-scheme', scheme);
+    out[scheme] = await run([rules, false]);
+    if (out[scheme].length) out[scheme] = await run([rules, true]);  // naming the elements
+  }
+  document.body.setAttribute('data-md-color-scheme', 'default');
+  return out;
+})(); }"""
+)
+
+
 def visit_every_page(site, server: str, request) -> dict[str, dict]:
     """Visit every page once, widgets mounted, at 1280 px; return {path: what it showed}.
 
@@ -230,32 +249,54 @@ def visit_every_page(site, server: str, request) -> dict[str, dict]:
     colours under `data-md-color-scheme`), on the same DOM, so every other rule finds the same
     in both. The browser fixture is taken here, so a worker that only reads the result
     starts none.
+
+    Two tabs, each in a context (and a renderer process) of its own, take the pages in turn:
+    while axe checks a page in one, the next page loads in the other.
     """
     axe = AXE.read_text(encoding="utf-8") if AXE.exists() else None
     browser = request.getfixturevalue("browser")
-    results = {}
-    for path in page_paths(site):
-        with open_page(browser, server, path) as (page, record):
-            # axe checks the live widgets, not their fallbacks (open_page mounted them)
-            current = page.evaluate(FACTS)
-            current["axe"] = {}
-            if axe is not None:
-                # measure the final colours, not a transition between the two schemes
-                page.add_style_tag(
-                    content="*, *::before, *::after { transition: none !important;"
-                    " animation: none !important; }"
-                )
-                page.add_script_tag(content=axe)
-                for scheme, rules in (("default", None), ("slate", COLOUR_RULES)):
-                    page.evaluate(f"document.body.setAttribute('data-md-color-scheme', '{scheme}')")
-                    current["axe"][scheme] = page.evaluate(AXE_RUN, [rules, False])
-                    if current["axe"][scheme]:  # again, naming the elements (CSS selectors)
-                        current["axe"][scheme] = page.evaluate(AXE_RUN, [rules, True])
-                page.evaluate("document.body.setAttribute('data-md-color-scheme', 'default')")
-            control = page.locator(".gf-widget__live :is(input, select, button, [tabindex])")
-            if control.count():
-                control.first.focus()
-                current["outline"] = control.first.evaluate("e => getComputedStyle(e).outlineStyle")
-            results[path] = {**current, "errors": list(record["errors"]),
-                             "foreign": list(record["foreign"])}  # fmt: skip
-    return results
+    results, started = {}, {}
+    tabs = [_Tab(browser, server, js=True) for _ in range(2)]
+
+    def start(tab, path):
+        for seen in tab.record.values():
+            seen.clear()
+        page = tab.page
+        page.goto(f"{server}/{path}", wait_until="load")
+        page.evaluate("document.body.setAttribute('data-md-color-scheme', 'default')")
+        page.wait_for_function(mounted)
+        # axe checks the live widgets, not their fallbacks (they are mounted now)
+        started[id(tab)] = path, page.evaluate(FACTS)
+        if axe is not None:
+            # measure the final colours, not a transition between the two schemes
+            page.add_style_tag(
+                content="*, *::before, *::after { transition: none !important;"
+                " animation: none !important; }"
+            )
+            page.add_script_tag(content=axe)
+            page.evaluate(AXE_BOTH, COLOUR_RULES)
+
+    def finish(tab):
+        path, current = started.pop(id(tab))
+        page = tab.page
+        current["axe"] = page.evaluate("() => window.__gfAxe") if axe is not None else {}
+        control = page.locator(".gf-widget__live :is(input, select, button, [tabindex])")
+        if control.count():
+            control.first.focus()
+            current["outline"] = control.first.evaluate("e => getComputedStyle(e).outlineStyle")
+        results[path] = {**current, "errors": list(tab.record["errors"]),
+                         "foreign": list(tab.record["foreign"])}  # fmt: skip
+
+    try:
+        for n, path in enumerate(page_paths(site)):
+            tab = tabs[n % 2]
+            if id(tab) in started:
+                finish(tab)
+            start(tab, path)
+        for tab in tabs:
+            if id(tab) in started:
+                finish(tab)
+    finally:
+        for tab in tabs:
+            tab.context.close()
+    return dict(sorted(results.items()))
