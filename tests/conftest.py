@@ -15,13 +15,15 @@ from tests._forkrun import BUILD, ForkRunner, reader_env
 from tests._site import ROOT, TAG, finish_run, start_build, start_run, wait_for_log
 
 # The site builds a test run makes, each once for all xdist workers, started at collection in
-# a process of their own (mkdocs_build's keywords): `site`, the strict clean build every test
-# of the built site uses, and `serial_site`, a second clean build of the same commit rendered in
-# one process, which test_build_is_byte_reproducible holds against the first. The second runs
-# at the lowest priority: it takes only the CPU the rest of the run leaves idle.
+# a process of their own (mkdocs_build's keywords, and `after`: a build to wait for): `site`,
+# the strict clean build every test of the built site uses, and `serial_site`, a second clean
+# build of the same commit rendered in one process, which test_build_is_byte_reproducible holds
+# against the first. The second runs at the lowest priority, once the first is done: it takes
+# only the CPU the rest of the run leaves idle, and the browser tests (short waits for the
+# browser, many of them) leave some idle to the end.
 BUILDS = {
     "site": {},
-    "serial_site": {"nice": 19, "parallel": False, "timeout": 900},
+    "serial_site": {"nice": 19, "parallel": False, "timeout": 900, "after": "site"},
 }
 
 
@@ -53,6 +55,11 @@ def _start_build(config, name: str) -> None:
             return
         started.touch()
         build = dict(BUILDS[name])
+        after = build.pop("after", None)
+        if after is not None:
+            _, waited, _ = _build_files(config._tmp_path_factory, after)
+            if waited.with_name(f"{after}-build.started").exists():  # this run makes it
+                build["after"] = str(waited)
         if name == "site":
             build["cache"] = os.environ.get("GRADFLOW_TEST_CACHE") == "1" and not os.environ.get(
                 "CI"
@@ -156,19 +163,60 @@ def browser():
         yield b
 
 
+def _uses(item, name: str) -> bool:
+    return name in getattr(item, "fixturenames", ())
+
+
+def _seconds(item) -> float:
+    mark = item.get_closest_marker("long")
+    return mark.kwargs.get("seconds", 0) if mark else 0
+
+
+def _schedule(items: list, workers: int) -> list:
+    """Order the tests for `workers` xdist workers (--dist worksteal).
+
+    worksteal gives each worker one contiguous share of this list, the first share to the first
+    worker, and a worker that runs out takes the last half of another's remaining share.
+    Each share starts with tests that need no built site (they run while the builds run); then
+    come its long tests (marked `long`, with their usual seconds: dealt out longest first to
+    the share with the fewest seconds): first those of the built site, which start as soon as
+    the site is built, then those that need no site, which keep a core busy beside the other
+    workers' browser tests (a browser test leaves part of a core idle while it waits for the
+    browser). The many short tests of the built site come last, for the workers to share at
+    the end, and last of all the test that waits for the low-priority second build.
+    """
+    site = [i for i in items if _uses(i, "site") and not _uses(i, "serial_site")]
+    serial = [i for i in items if _uses(i, "serial_site")]
+    free = [i for i in items if not _uses(i, "site") and not _uses(i, "serial_site")]
+    workers = max(1, min(workers, len(items)))
+    shares: list[list] = [[] for _ in range(workers)]
+    for group in (site, free):
+        for item in sorted((i for i in group if _seconds(i)), key=_seconds)[::-1]:
+            min(shares, key=lambda s: sum(map(_seconds, s))).append(item)
+    shares = [sorted(s, key=lambda i: i in free) for s in shares]  # the site's long ones first
+    free = [i for i in free if not _seconds(i)]
+    ordered: list = []
+    left = len(items)
+    for n, share in enumerate(shares[:-1]):
+        size = left // (workers - n)  # how worksteal sizes the n-th share
+        left -= size
+        # two tests of the next share's own may land before the long ones: harmless, where a
+        # long test pushed past the edge would wait for the site at the next share's start
+        take = max(0, size - len(share) - 2)
+        ordered += free[:take] + share
+        free = free[take:]
+    return ordered + free + shares[-1] + [i for i in site if not _seconds(i)] + serial
+
+
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected
 def pytest_collection_modifyitems(config, items):
-    # Tests of a built site run last, so the other tests run while the builds run (they start
-    # now, in processes of their own); under xdist every worker then shares the builds and
-    # opens its own server and browser. The test that waits for the low-priority second build
-    # runs after all the others.
-    def uses(item, name):
-        return name in getattr(item, "fixturenames", ())
-
-    items.sort(key=lambda i: uses(i, "site") + 2 * uses(i, "serial_site"))
+    # Tests of a built site run after the others (_schedule), which run while the builds run
+    # (they start now, in processes of their own); under xdist every worker then shares the
+    # builds and opens its own server and browser.
+    items[:] = _schedule(items, getattr(config, "workerinput", {}).get("workercount", 1))
     if not config.option.collectonly:
         for name in BUILDS:
-            if any(uses(i, name) for i in items) and not (name == "site" and _prebuilt()):
+            if any(_uses(i, name) for i in items) and not (name == "site" and _prebuilt()):
                 _start_build(config, name)
     cuda = [item for item in items if "cuda" in item.keywords]
     if not cuda:  # torch is imported only where a test needs it

@@ -17,6 +17,7 @@ from tests._browser import AXE, mounted, open_page, require
 pytestmark = [pytest.mark.build, pytest.mark.browser]
 
 
+@pytest.mark.long(seconds=30)  # the first to ask for `visits`: it visits every page
 def test_pages_load_without_console_errors(visits):
     errors = {path: v["errors"] for path, v in visits.items() if v["errors"]}
     assert not errors

@@ -97,7 +97,7 @@ def run_as_copied(
 
 @pytest.mark.build
 @pytest.mark.parametrize("page", [param(p.name, p) for p in PAGES])
-def test_shown_code_runs_as_copied(page, tmp_path, request, forkrun):
+def test_shown_code_runs_as_copied(page, tmp_path, site, forkrun):
     result, blocks = run_as_copied(page, tmp_path, forkrun)
     rel = page.relative_to(ROOT)
     assert result.returncode == 0, (
@@ -105,7 +105,6 @@ def test_shown_code_runs_as_copied(page, tmp_path, request, forkrun):
         f"{result.stderr[-3000:]}"
     )
     # what each shown executed block printed on the built page (the shared strict build)
-    site = request.getfixturevalue("site")
     built = json.loads((site.parent / f"{site.name}.shown.json").read_text(encoding="utf-8"))
     expected = [b["output"] for b in built.get(page.name, [])]
     parts = re.split(r"@@gf-copy-run-block-(\d+)@@\n", result.stdout)[1:]

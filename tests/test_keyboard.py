@@ -50,6 +50,7 @@ def tab_through(page, expected: list[str], limit: int = 900) -> list[str]:
     )
 
 
+@pytest.mark.long(seconds=10)
 @pytest.mark.parametrize("width", [1280, 390])
 def test_tab_reaches_every_widget_in_page_order(browser, server, site, width):
     missed = {}

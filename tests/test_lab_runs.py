@@ -89,6 +89,7 @@ print(json.dumps([executed["cells"][0]["outputs"], exited]))
 """
 
 
+@pytest.mark.long(seconds=4)
 def test_a_forked_lab_gives_what_a_new_process_gives(tmp_path, monkeypatch):
     nb = _notebook(tmp_path / "lab.ipynb", LAB)
     forked = subprocess.run(

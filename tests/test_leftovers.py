@@ -31,6 +31,7 @@ def test_build_leaves_no_process(site):
     assert tagged_processes(str(site), var="GRADFLOW_BUILD") == []
 
 
+@pytest.mark.long(seconds=5)
 def test_a_test_run_that_leaves_a_file_or_a_process_fails(tmp_path):
     (tmp_path / "test_dirty.py").write_text(
         textwrap.dedent(
@@ -66,6 +67,7 @@ def test_a_test_run_that_leaves_a_file_or_a_process_fails(tmp_path):
     assert [p.name for p in system.iterdir() if not p.name.startswith("pytest-of-")] == []
 
 
+@pytest.mark.long(seconds=5)
 def test_a_notebook_run_leaves_no_temporary_file_and_no_process(tmp_path):
     """A lab run as Jupyter runs it (a kernel, the setup cell's module folder) cleans up."""
     from gradflow_site import labs

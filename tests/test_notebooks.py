@@ -51,6 +51,7 @@ for mod in sorted(m for m in sys.modules if m.startswith("gradflow_ref.")):
 """
 
 
+@pytest.mark.long(seconds=2)
 @pytest.mark.parametrize("name", [param(n) for n in sorted(CHAPTERS)])
 def test_notebook_runs_from_an_empty_folder(name, tmp_path, forkrun):
     from gradflow_site import labs

@@ -27,6 +27,7 @@ MEASURE = """() => {
 }"""
 
 
+@pytest.mark.long(seconds=7)
 def test_phone_width_pages_fit_and_figures_read(browser, server, site):
     problems = {}
     for path in page_paths(site):

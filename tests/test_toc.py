@@ -28,6 +28,7 @@ MOST = 20
 LINKS = ".md-sidebar--secondary .md-nav--secondary a[href*='#']"
 
 
+@pytest.mark.long(seconds=22)
 def test_toc_click_lands_on_the_heading(browser, server, site):
     # every page open at once, each in its own context (its own window, not a background tab):
     # the i-th entry of every page is clicked, then one settle serves them all

@@ -141,6 +141,7 @@ def test_widgets_show_their_static_figure_without_javascript(browser, server, pa
             assert shown == len(names), f"/{path}: {shown} of {len(names)} static figures shown"
 
 
+@pytest.mark.long(seconds=5)
 def test_widgets_fit_a_phone_width_screen(browser, server, pages):
     for path in pages:
         with open_page(browser, server, path, width=360) as (page, _):
