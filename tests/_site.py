@@ -71,14 +71,12 @@ def mkdocs_build(
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def build_to_log(site_dir: Path, log: Path, after: str | None = None, **build) -> None:
+def build_to_log(site_dir: Path, log: Path, **build) -> None:
     """Build the site into `site_dir` (mkdocs_build's keywords); then write `log`: the exit
-    code, a newline, the output. With `after` (another build's log), start once that log exists.
+    code, a newline, the output.
 
     The log appears whole (written beside, then renamed), so a reader that sees it can use it.
     """
-    if after is not None:
-        wait_for_log(Path(after), None, timeout=build.get("timeout", 240))
     try:
         result = mkdocs_build(site_dir, **build)
         text = f"{result.returncode}\n{result.stdout}\n{result.stderr}"

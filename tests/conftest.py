@@ -15,15 +15,13 @@ from tests._forkrun import BUILD, ForkRunner, reader_env
 from tests._site import ROOT, TAG, finish_run, start_build, start_run, wait_for_log
 
 # The site builds a test run makes, each once for all xdist workers, started at collection in
-# a process of their own (mkdocs_build's keywords, and `after`: a build to wait for): `site`,
-# the strict clean build every test of the built site uses, and `serial_site`, a second clean
-# build of the same commit rendered in one process, which test_build_is_byte_reproducible holds
-# against the first. The second runs at the lowest priority, once the first is done: it takes
-# only the CPU the rest of the run leaves idle, and the browser tests (short waits for the
-# browser, many of them) leave some idle to the end.
+# a process of their own (mkdocs_build's keywords): `site`, the strict clean build every test
+# of the built site uses, and `serial_site`, a second clean build of the same commit rendered in
+# one process, which test_build_is_byte_reproducible holds against the first. The second runs
+# at the lowest priority: it takes only the CPU the rest of the run leaves idle.
 BUILDS = {
     "site": {},
-    "serial_site": {"nice": 19, "parallel": False, "timeout": 900, "after": "site"},
+    "serial_site": {"nice": 19, "parallel": False, "timeout": 900},
 }
 
 
@@ -55,11 +53,6 @@ def _start_build(config, name: str) -> None:
             return
         started.touch()
         build = dict(BUILDS[name])
-        after = build.pop("after", None)
-        if after is not None:
-            _, waited, _ = _build_files(config._tmp_path_factory, after)
-            if waited.with_name(f"{after}-build.started").exists():  # this run makes it
-                build["after"] = str(waited)
         if name == "site":
             build["cache"] = os.environ.get("GRADFLOW_TEST_CACHE") == "1" and not os.environ.get(
                 "CI"
