@@ -189,13 +189,12 @@ def _schedule(items: list, workers: int) -> list:
     shares = [sorted(s, key=lambda i: i in free) for s in shares]  # the site's long ones first
     free = [i for i in free if not _seconds(i)]
     ordered: list = []
-    left = len(items)
+    edge = 0  # where the n-th share ends
     for n, share in enumerate(shares[:-1]):
-        size = left // (workers - n)  # how worksteal sizes the n-th share
-        left -= size
-        # two tests of the next share's own may land before the long ones: harmless, where a
-        # long test pushed past the edge would wait for the site at the next share's start
-        take = max(0, size - len(share) - 2)
+        edge += (len(items) - edge) // (workers - n)  # how worksteal sizes the n-th share
+        # two tests of the next share's own may land before the edge: harmless, where a long
+        # test pushed past it would wait for the site at the next share's start
+        take = max(0, edge - len(ordered) - len(share) - 2)
         ordered += free[:take] + share
         free = free[take:]
     return ordered + free + shares[-1] + [i for i in site if not _seconds(i)] + serial
