@@ -7,8 +7,12 @@ Without a browser the tests skip locally; under CI (CI=true) a missing browser i
 
 from __future__ import annotations
 
+import functools
+import http.server
+import json
 import os
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +25,7 @@ __all__ = [
     "require",
     "launch",
     "serve",
+    "serve_without_search_index",
     "page_paths",
     "widget_pages",
     "mounted",
@@ -54,6 +59,41 @@ def launch():
             yield browser
         finally:
             browser.close()
+
+
+SEARCH_INDEX = "search/search_index.json"
+
+
+@contextmanager
+def serve_without_search_index(site: Path):
+    """Serve `site` as `serve` does, but answer SEARCH_INDEX with an index that has its
+    configuration and no documents; yield the base URL.
+
+    Material's search worker fetches the index and builds its lunr index on every page load,
+    in a thread of its own, whether or not anyone searches: about 0.15 CPU-s a load on the
+    2-core reference machine, and the browser tests load about a hundred pages. The tests of
+    layout, keyboard and widgets neither search nor read the worker, so they are served this
+    way. The one visit of every page (console errors, third-party requests, axe) and the
+    search test in the browser get the real index (`serve`).
+    """
+    real = json.loads((site / SEARCH_INDEX).read_text(encoding="utf-8"))
+    empty = json.dumps({"config": real["config"], "docs": []}).encode()
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            if self.path.split("?")[0] != "/" + SEARCH_INDEX:
+                return super().do_GET()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(empty)))
+            self.end_headers()
+            self.wfile.write(empty)
+
+    with serve(handler=functools.partial(Handler, directory=str(site))) as url:
+        yield url
 
 
 def listen(page, server: str) -> dict[str, list[str]]:

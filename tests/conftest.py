@@ -114,16 +114,26 @@ def once(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def visits(request, site, server, once) -> dict[str, dict]:
+def visits(request, site, searchable_server, once) -> dict[str, dict]:
     """What every page of the site shows in the browser, visited once for the whole run
     (tests/_browser.py's visit_every_page); the browser starts only where it is computed."""
-    return once("visits", lambda: _browser.visit_every_page(site, server, request))
+    return once("visits", lambda: _browser.visit_every_page(site, searchable_server, request))
+
+
+@pytest.fixture(scope="session")
+def searchable_server(site):
+    """The built site served over http as it is published, search index included; the base
+    URL."""
+    with _browser.serve(site) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
 def server(site):
-    """The built site served over http; the base URL."""
-    with _browser.serve(site) as url:
+    """The built site served over http, its search index answered with no documents (the
+    search worker would build it on every load; tests/_browser.py's
+    serve_without_search_index); the base URL."""
+    with _browser.serve_without_search_index(site) as url:
         yield url
 
 

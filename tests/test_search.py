@@ -47,3 +47,28 @@ def test_search_ranks_the_teaching_chapter_first(site):
     found = ranks(site, list(TEACHES))
     wrong = {q: hits[:3] for q, hits in found.items() if not hits or hits[0] != TEACHES[q]}
     assert not wrong, f"first results (expected {TEACHES}): {wrong}"
+
+
+# the search box as a reader uses it, in the browser, on the index the site publishes: "/"
+# opens search (Material's shortcut), the query is typed, and the first result is read
+FIRST_RESULT = """() => document.querySelector('.md-search-result__list a.md-search-result__link')
+  ?.getAttribute('href')"""
+
+
+@pytest.mark.build
+@pytest.mark.browser
+@pytest.mark.parametrize("query", ["gradscaler", "clip_grad_norm_"])
+def test_search_box_in_the_browser_puts_the_teaching_chapter_first(
+    browser, searchable_server, query
+):
+    from urllib.parse import urlsplit
+
+    from tests._browser import open_page
+
+    with open_page(browser, searchable_server, "telephone/", mount=False) as (page, record):
+        page.keyboard.press("/")
+        page.keyboard.type(query)
+        page.wait_for_function(FIRST_RESULT, timeout=10_000)
+        first = page.evaluate(FIRST_RESULT)
+        assert urlsplit(first).path == "/" + TEACHES[query], first
+        assert not record["errors"]
