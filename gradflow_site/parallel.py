@@ -18,6 +18,7 @@ off.
 from __future__ import annotations
 
 import atexit
+import gc
 import hashlib
 import json
 import logging
@@ -85,6 +86,7 @@ def start(pages: list, files, config) -> None:
     if pid == 0:  # the fork: render, hand over, and leave without running the build's exit code
         code = 1
         try:
+            gc.freeze()  # see lab_runs._child
             _render_from_the_end(pages, files, config)
             code = 0
         finally:
