@@ -25,7 +25,7 @@ __all__ = [
     "require",
     "launch",
     "serve",
-    "serve_without_search_index",
+    "serve_site",
     "page_paths",
     "widget_pages",
     "mounted",
@@ -62,35 +62,48 @@ def launch():
 
 
 SEARCH_INDEX = "search/search_index.json"
+# where the test servers serve axe-core beside the site: a script loaded from a URL is compiled
+# once and then taken from Chromium's code cache on every page (inline, 0.1 CPU-s a page)
+AXE_URL = "/__tests__/axe.min.js"
 
 
 @contextmanager
-def serve_without_search_index(site: Path):
-    """Serve `site` as `serve` does, but answer SEARCH_INDEX with an index that has its
-    configuration and no documents; yield the base URL.
+def serve_site(site: Path, search_index: bool = True):
+    """Serve `site` over http on a free local port, and axe-core at AXE_URL; yield the base URL.
 
-    Material's search worker fetches the index and builds its lunr index on every page load,
-    in a thread of its own, whether or not anyone searches: about 0.15 CPU-s a load on the
-    2-core reference machine, and the browser tests load about a hundred pages. The tests of
-    layout, keyboard and widgets neither search nor read the worker, so they are served this
-    way. The one visit of every page (console errors, third-party requests, axe) and the
-    search test in the browser get the real index (`serve`).
+    With `search_index` False, SEARCH_INDEX is answered with an index that has the site's
+    configuration and no documents. Material's search worker fetches the index and builds its
+    lunr index on every page load, in a thread of its own, whether or not anyone searches:
+    about 0.15 CPU-s a load on the 2-core reference machine, and the browser tests load about
+    a hundred pages. The tests of layout, keyboard and widgets neither search nor read the
+    worker, so they are served without it; the one visit of every page (console errors,
+    third-party requests, axe) and the search test in the browser get the real index.
     """
-    real = json.loads((site / SEARCH_INDEX).read_text(encoding="utf-8"))
-    empty = json.dumps({"config": real["config"], "docs": []}).encode()
+    empty = None
+    if not search_index:
+        real = json.loads((site / SEARCH_INDEX).read_text(encoding="utf-8"))
+        empty = json.dumps({"config": real["config"], "docs": []}).encode()
 
     class Handler(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
 
         def do_GET(self):
-            if self.path.split("?")[0] != "/" + SEARCH_INDEX:
-                return super().do_GET()
+            path = self.path.split("?")[0]
+            if path == AXE_URL and AXE.exists():
+                self._send(AXE.read_bytes(), "text/javascript")
+            elif path == "/" + SEARCH_INDEX and empty is not None:
+                self._send(empty, "application/json")
+            else:
+                super().do_GET()
+
+        def _send(self, body: bytes, kind: str):
             self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(empty)))
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "max-age=3600")
             self.end_headers()
-            self.wfile.write(empty)
+            self.wfile.write(body)
 
     with serve(handler=functools.partial(Handler, directory=str(site))) as url:
         yield url
@@ -293,7 +306,7 @@ def visit_every_page(site, server: str, request) -> dict[str, dict]:
     Two tabs, each in a context (and a renderer process) of its own, take the pages in turn:
     while axe checks a page in one, the next page loads in the other.
     """
-    axe = AXE.read_text(encoding="utf-8") if AXE.exists() else None
+    axe = AXE.exists()
     browser = request.getfixturevalue("browser")
     results, started = {}, {}
     tabs = [_Tab(browser, server, js=True) for _ in range(2)]
@@ -307,19 +320,19 @@ def visit_every_page(site, server: str, request) -> dict[str, dict]:
         page.wait_for_function(mounted)
         # axe checks the live widgets, not their fallbacks (they are mounted now)
         started[id(tab)] = path, page.evaluate(FACTS)
-        if axe is not None:
+        if axe:
             # measure the final colours, not a transition between the two schemes
             page.add_style_tag(
                 content="*, *::before, *::after { transition: none !important;"
                 " animation: none !important; }"
             )
-            page.add_script_tag(content=axe)
+            page.add_script_tag(url=AXE_URL)
             page.evaluate(AXE_BOTH, COLOUR_RULES)
 
     def finish(tab):
         path, current = started.pop(id(tab))
         page = tab.page
-        current["axe"] = page.evaluate("() => window.__gfAxe") if axe is not None else {}
+        current["axe"] = page.evaluate("() => window.__gfAxe") if axe else {}
         control = page.locator(".gf-widget__live :is(input, select, button, [tabindex])")
         if control.count():
             control.first.focus()

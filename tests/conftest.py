@@ -3,6 +3,7 @@ collection, shared by the xdist workers), a server and a browser per worker for 
 tests, values computed once for all workers (`once`, `visits`), and the check that a test run
 leaves nothing behind."""
 
+import gc
 import json
 import os
 from pathlib import Path
@@ -124,16 +125,16 @@ def visits(request, site, searchable_server, once) -> dict[str, dict]:
 def searchable_server(site):
     """The built site served over http as it is published, search index included; the base
     URL."""
-    with _browser.serve(site) as url:
+    with _browser.serve_site(site) as url:
         yield url
 
 
 @pytest.fixture(scope="session")
 def server(site):
     """The built site served over http, its search index answered with no documents (the
-    search worker would build it on every load; tests/_browser.py's
-    serve_without_search_index); the base URL."""
-    with _browser.serve_without_search_index(site) as url:
+    search worker would build it on every load; tests/_browser.py's serve_site); the base
+    URL."""
+    with _browser.serve_site(site, search_index=False) as url:
         yield url
 
 
@@ -246,6 +247,10 @@ def pytest_configure(config):
         import torch
 
         torch.set_num_threads(1)
+        # rarer garbage collections, as in the build (gradflow_site/hooks.py): a worker holds
+        # about 450,000 objects once torch is imported, and Python's default thresholds
+        # collected them all a dozen times per run (1.3 CPU-s per worker; 0.45 s with these)
+        gc.set_threshold(50_000, 20, 100)
     # the controller (not an xdist worker) gives the run its own TMPDIR and process tag
     if not hasattr(config, "workerinput") and TAG not in os.environ:
         config._gradflow_run_tmp = start_run(ROOT / ".cache")
