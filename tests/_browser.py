@@ -24,7 +24,6 @@ __all__ = [
     "COLOUR_RULES",
     "require",
     "launch",
-    "serve",
     "serve_site",
     "page_paths",
     "widget_pages",

@@ -1,7 +1,8 @@
 """Search finds the chapter that teaches an API name first, in Material's own search.
 
 tests/search_rank.mjs runs Material's bundled search worker in Node on the built index, so the
-ranking is the one a reader gets in the browser (same tokenizer, pipeline and scoring).
+ranking is the one a reader gets in the browser (same tokenizer, pipeline and scoring); a browser
+test types two of the names into the search box of the published site and reads the first result.
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from urllib.parse import urlsplit
 
 import pytest
 
-from tests._browser import require
+from tests._browser import open_page, require
 from tests._site import ROOT
 
 TEACHES = {
@@ -61,10 +63,6 @@ FIRST_RESULT = """() => document.querySelector('.md-search-result__list a.md-sea
 def test_search_box_in_the_browser_puts_the_teaching_chapter_first(
     browser, searchable_server, query
 ):
-    from urllib.parse import urlsplit
-
-    from tests._browser import open_page
-
     with open_page(browser, searchable_server, "telephone/", mount=False) as (page, record):
         page.keyboard.press("/")
         page.keyboard.type(query)
