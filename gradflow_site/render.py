@@ -99,13 +99,98 @@ PHONE_MIN_PT = 9.0
 
 
 def _svg_text(fig, label: str) -> str:
-    buf = io.StringIO()
-    # Date=None and the rc file's svg.hashsalt make two builds byte-identical.
-    fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
-    text = buf.getvalue()
+    text = _tight_svg(fig)
     text = text[text.index("<svg") :]
     text = re.sub(r"<svg\b", f'<svg role="img" aria-label="{label}"', text, count=1)
-    return re.sub(r"(<svg[^>]*>)", rf"\1<title>{label}</title>", text, count=1)
+    text = re.sub(r"(<svg[^>]*>)", rf"\1<title>{label}</title>", text, count=1)
+    return _lean_svg(text)
+
+
+def _tight_svg(fig) -> str:
+    """The SVG of savefig(bbox_inches="tight"), in one draw where it can be.
+
+    savefig's "tight" draws the figure twice: once to measure it, once to write it. Here the
+    figure is written uncropped, a last artist (_tight_box) measures the same bounding box at
+    the end of that one draw, and the SVG's size and viewBox crop to it, padded by
+    savefig.pad_inches: the same picture in about two thirds of the time. Text that wraps
+    (the phone renderings' titles) is laid out against the cropped figure savefig draws, so
+    such a figure takes savefig's two draws.
+    """
+    import matplotlib
+    from matplotlib.text import Text
+
+    buf = io.StringIO()
+    # Date=None and the rc file's svg.hashsalt make two builds byte-identical
+    if any(t.get_wrap() for t in fig.findobj(Text)):
+        fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
+        return buf.getvalue()
+    box = _tight_box()
+    fig.add_artist(box)
+    try:
+        fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches=None)
+        height = fig.get_size_inches()[1]
+    finally:
+        box.remove()
+    crop = box.inches.padded(matplotlib.rcParams["savefig.pad_inches"])
+    x, y, w, h = (72 * v for v in (crop.x0, height - crop.y1, crop.width, crop.height))
+    text, n = re.subn(
+        r'(<svg\b[^>]*?) width="[^"]*" height="[^"]*" viewBox="[^"]*"',
+        rf'\1 width="{w:.2f}pt" height="{h:.2f}pt" viewBox="{x:.2f} {y:.2f} {w:.2f} {h:.2f}"',
+        buf.getvalue(),
+        count=1,
+    )
+    if n != 1:  # pragma: no cover - matplotlib changed how it writes the root element
+        raise RuntimeError("svg: matplotlib's SVG root has no width, height and viewBox")
+    return text
+
+
+def _tight_box():
+    """An artist drawn last (zorder inf, outside the layout) whose `inches` is then the
+    figure's tight bounding box, measured with the renderer that writes the figure, as
+    savefig's "tight" measures it."""
+    from matplotlib.artist import Artist
+
+    class TightBox(Artist):
+        def __init__(self) -> None:
+            super().__init__()
+            self.set_zorder(math.inf)
+            self.set_in_layout(False)
+            self.inches = None
+
+        def draw(self, renderer) -> None:
+            self.inches = self.get_figure(root=True).get_tightbbox(renderer)
+
+    return TightBox()
+
+
+_GROUP = re.compile(r'<g id="([^"]*)">|<g\b[^>]*?/>|<g\b|</g>')
+
+
+def _lean_svg(text: str) -> str:
+    """Drop what a page pays for and nobody sees: matplotlib's XML comments, the groups that
+    only carry an unreferenced id (most of an SVG's elements: one per tick, line and label),
+    and its `*{stroke-linejoin...}` style element, which in an HTML page styles every SVG on
+    it (gradflow.css sets the same strokes on figures and widgets only)."""
+    text = re.sub(r"<!--.*?-->\s*", "", text, flags=re.S)
+    text = re.sub(r"<defs>\s*<style[^>]*>\*\{[^}]*\}</style>\s*</defs>\s*", "", text)
+    referenced = set(re.findall(r'(?:url\(#|href="#)([^)"]+)', text))
+    out, keep, pos = [], [], 0
+    for m in _GROUP.finditer(text):
+        out.append(text[pos : m.start()])
+        pos = m.end()
+        token = m.group(0)
+        if token == "</g>":
+            if keep.pop():
+                out.append(token)
+        elif token.endswith("/>"):
+            out.append(token)
+        elif m.group(1) is not None and m.group(1) not in referenced:
+            keep.append(False)
+        else:
+            keep.append(True)
+            out.append(token)
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _narrow_svg(fig, label: str) -> str | None:

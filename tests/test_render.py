@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import re
+import xml.etree.ElementTree as ET
 
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from gradflow_site.render import PHONE_INCHES, PHONE_MIN_PT, svg  # noqa: E402
+from gradflow_site.render import PHONE_INCHES, PHONE_MIN_PT, _lean_svg, _tight_svg, svg  # noqa: E402
+from tests._site import ROOT  # noqa: E402
 
 
 def sizes(svg_text: str) -> list[float]:
@@ -26,7 +30,7 @@ def test_svg_adds_a_phone_rendering_with_readable_text():
     wide, narrow = re.findall(r'<div class="gf-figure__(?:wide|narrow)">(<svg.*?</svg>)', out, re.S)
     assert min(sizes(wide)) < PHONE_MIN_PT  # the desktop image is left as drawn
     assert min(sizes(narrow)) >= PHONE_MIN_PT
-    width = float(re.search(r'viewBox="0 0 ([\d.]+)', narrow).group(1))
+    width = float(re.search(r'viewBox="[-\d.]+ [-\d.]+ ([\d.]+)', narrow).group(1))
     assert width <= PHONE_INCHES * 72 * 1.1  # points
     ids = set(re.findall(r'id="([^"]+)"', wide)) & set(re.findall(r'id="([^"]+)"', narrow))
     assert not ids, f"the two renderings share element ids: {sorted(ids)[:3]}"
@@ -59,3 +63,61 @@ def test_plain_log_ticks_label_decades_without_mathtext():
     assert "10⁻⁴" in svg_text or "10⁻⁵" in svg_text  # labels are text, not typeset glyphs
     assert not ax.xaxis.get_minorticklocs().size
     assert ax.yaxis.get_major_formatter().__class__.__name__ != "FuncFormatter"  # linear: kept
+
+
+def _box(svg_text: str) -> list[float]:
+    root = re.search(r"<svg\b[^>]*>", svg_text).group(0)
+    size = [float(re.search(rf'{k}="([\d.]+)pt"', root).group(1)) for k in ("width", "height")]
+    return size + [float(v) for v in re.search(r'viewBox="([^"]+)"', root).group(1).split()[2:]]
+
+
+def test_one_draw_crops_the_figure_as_savefig_tight_does():
+    fig, axes = plt.subplots(1, 2, figsize=(7, 2.5))
+    for ax in axes:
+        ax.plot([1, 10, 100], label="a line")
+        ax.set_yscale("log")
+        ax.set_ylabel("a label left of the axes")
+    fig.legend(loc="outside right upper")  # beyond the figure's right edge
+    fig.suptitle("a title")
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    draws = []
+    fig.canvas.mpl_connect("draw_event", lambda event: draws.append(event))
+    one = _tight_svg(fig)
+    assert len(draws) == 1  # savefig's "tight" draws twice
+    assert _box(one) == pytest.approx(_box(buf.getvalue()), abs=0.01)
+    x, y = (float(v) for v in re.search(r'viewBox="([^"]+)"', one).group(1).split()[:2])
+    assert x > 0 and y < 0  # cropped on the left; the suptitle's pad reaches above the figure
+
+
+def test_wrapped_text_keeps_savefigs_layout():
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.set_title("a title long enough to wrap at the edge of a narrow figure", wrap=True)
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    assert _tight_svg(fig).count("<text") == buf.getvalue().count("<text")
+    assert _box(_tight_svg(fig)) == pytest.approx(_box(buf.getvalue()), abs=0.01)
+
+
+def test_lean_svg_keeps_every_drawn_element_and_drops_the_rest():
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([1, 2, 3], "o-", label="a line")
+    ax.legend()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    full = buf.getvalue()
+    lean = _lean_svg(full[full.index("<svg") :])
+    ET.fromstring(lean)  # well formed: every kept <g> still has its </g>
+    for tag in ("path", "use", "text", "clipPath"):
+        assert lean.count(f"<{tag}") == full.count(f"<{tag}"), tag
+    assert "<!--" not in lean and "<style" not in lean
+    assert not re.search(r'<g id="[^"]*">', lean)  # groups that only carried an id
+    assert lean.count("<g") < full.count("<g") // 3
+    refs = set(re.findall(r'(?:url\(#|href="#)([^)"]+)', lean))
+    assert refs and refs <= set(re.findall(r'\bid="([^"]+)"', lean))
+    # the strokes matplotlib's dropped style element asked for come from the site's CSS
+    css = (ROOT / "docs" / "assets" / "gradflow.css").read_text(encoding="utf-8")
+    assert (
+        ".gf-figure svg *, .gf-widget svg * { stroke-linejoin: round; stroke-linecap: butt; }"
+        in css
+    )
