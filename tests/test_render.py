@@ -83,7 +83,7 @@ def test_one_draw_crops_the_figure_as_savefig_tight_does():
     fig.savefig(buf, format="svg", bbox_inches="tight")
     draws = []
     fig.canvas.mpl_connect("draw_event", lambda event: draws.append(event))
-    one = _tight_svg(fig)
+    one = _tight_svg(fig, one_draw=True)
     assert len(draws) == 1  # savefig's "tight" draws twice
     assert _box(one) == pytest.approx(_box(buf.getvalue()), abs=0.01)
     x, y = (float(v) for v in re.search(r'viewBox="([^"]+)"', one).group(1).split()[:2])
@@ -95,8 +95,9 @@ def test_wrapped_text_keeps_savefigs_layout():
     ax.set_title("a title long enough to wrap at the edge of a narrow figure", wrap=True)
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
-    assert _tight_svg(fig).count("<text") == buf.getvalue().count("<text")
-    assert _box(_tight_svg(fig)) == pytest.approx(_box(buf.getvalue()), abs=0.01)
+    out = svg(fig, alt="A title that wraps.")
+    assert out.count("<text") == buf.getvalue().count("<text")
+    assert _box(out) == pytest.approx(_box(buf.getvalue()), abs=0.01)
 
 
 def test_lean_svg_keeps_every_drawn_element_and_drops_the_rest():
@@ -121,3 +122,42 @@ def test_lean_svg_keeps_every_drawn_element_and_drops_the_rest():
         ".gf-figure svg *, .gf-widget svg * { stroke-linejoin: round; stroke-linecap: butt; }"
         in css
     )
+
+
+def test_log_axes_keep_matplotlibs_labels_as_plain_text():
+    from gradflow_site.render import _plain_math
+
+    assert [
+        _plain_math(s)
+        for s in (
+            r"$\mathdefault{10^{-6}}$",
+            r"$\mathdefault{2\times10^{-1}}$",
+            r"$\mathdefault{-10^{3}}$",
+            r"$\mathdefault{2^{6}}$",
+            r"$\mathdefault{0.5}$",
+            r"$\sqrt{N}$",
+        )
+    ] == ["10⁻⁶", "2×10⁻¹", "−10³", "2⁶", "0.5", r"$\sqrt{N}$"]
+
+    def labels(fig):  # the labels of the ticks drawn (those inside the axes' limits)
+        fig.canvas.draw()
+        axes = [axis for a in fig.axes for axis in (a.xaxis, a.yaxis)]
+        return [[t.label1.get_text() for t in axis._update_ticks()] for axis in axes]
+
+    def figure():
+        fig, (left, right) = plt.subplots(1, 2, figsize=(6, 2.5))
+        left.semilogy([1e-6, 1, 1e6])
+        right.loglog([0.3, 0.5, 0.9], [2, 3, 5], label=r"$1/\sqrt{N}$")  # minor ticks labelled
+        right.set_xscale("log", base=2)
+        right.legend()
+        return fig
+
+    mathtext, plain = figure(), figure()
+    expected = [_plain_math(t) for axes in labels(mathtext) for t in axes if t]
+    out = svg(plain, alt="Two log plots.")
+    wide = re.search(r'<div class="gf-figure__wide">(<svg.*?</svg>)', out, re.S).group(1)
+    shown = re.findall(r"<text\b[^>]*>([^<]*)</text>", wide)
+    assert expected and all(label in shown for label in expected), (expected, shown)
+    assert any("⁻" in t for t in expected) and any("×" in t for t in expected), expected
+    assert "mathdefault" not in out
+    assert "1/\\sqrt" not in out  # mathtext that is not a tick label is still typeset
