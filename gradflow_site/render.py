@@ -58,6 +58,9 @@ def plain_log_ticks(ax) -> None:
 def svg(fig, alt: str | None = None, caption: str | None = None) -> str:
     """Return `fig` as an inline, reproducible SVG figure with a text alternative, and close it.
 
+    Cropped as savefig(bbox_inches="tight") crops; log axes keep matplotlib's ticks and labels,
+    written as plain text (10⁻⁶) rather than mathtext; a wide figure also gets a phone rendering.
+
     Args:
         fig: a matplotlib Figure.
         alt: what the figure shows (read by screen readers). Leave it out in chapters: the
@@ -69,6 +72,7 @@ def svg(fig, alt: str | None = None, caption: str | None = None) -> str:
         ValueError: `alt` is given but empty.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.text import Text
 
     from gradflow_site.inline import ALT_PLACEHOLDER
 
@@ -78,8 +82,6 @@ def svg(fig, alt: str | None = None, caption: str | None = None) -> str:
         raise ValueError("svg: `alt` must describe what the figure shows, got an empty string.")
     label = html.escape(alt.strip(), quote=True)
     _plain_log_labels(fig)
-    from matplotlib.text import Text
-
     wraps = any(t.get_wrap() for t in fig.findobj(Text))  # before a draw adds every tick
     wide = _svg_text(fig, label, one_draw=not wraps)
     narrow = _narrow_svg(fig, label)
@@ -153,7 +155,7 @@ def _tight_svg(fig, one_draw: bool) -> str:
     savefig's "tight" draws the figure twice: once to measure it, once to write it. Here the
     figure is written uncropped, a last artist (_tight_box) measures the same bounding box at
     the end of that one draw, and the SVG's size and viewBox crop to it, padded by
-    savefig.pad_inches: the same picture in about two thirds of the time. Text that wraps
+    savefig.pad_inches: the same picture in about 70% of the time. Text that wraps
     (the phone renderings' titles) is laid out against the cropped figure savefig draws, so
     such a figure takes savefig's two draws (`one_draw` False).
     """
@@ -208,7 +210,7 @@ _GROUP = re.compile(r'<g id="([^"]*)">|<g\b[^>]*?/>|<g\b|</g>')
 
 def _lean_svg(text: str) -> str:
     """Drop what a page pays for and nobody sees: matplotlib's XML comments, the groups that
-    only carry an unreferenced id (most of an SVG's elements: one per tick, line and label),
+    only carry an unreferenced id (a third of an SVG's elements: one per tick, line, label),
     and its `*{stroke-linejoin...}` style element, which in an HTML page styles every SVG on
     it (gradflow.css sets the same strokes on figures and widgets only)."""
     text = re.sub(r"<!--.*?-->\s*", "", text, flags=re.S)
