@@ -76,6 +76,8 @@ def code_blocks(html: str) -> str:
     return _CODE.sub(add, html)
 
 
+# Material's schemes whose stylesheet sets `color-scheme: dark` (the others: light)
+_DARK_SCHEMES = ["slate"]
 # Material's inline script at the top of <body>: a palette the reader chose, from localStorage
 _PALETTE_SCRIPT = re.compile(r'<script>var palette=__md_get\("__palette"\);.*?</script>', re.S)
 
@@ -89,6 +91,23 @@ def early_palette(html: str, palettes: list[dict]) -> str:
     234 ms at Lighthouse's 4x slowdown, 186 ms with this, one run each). This script, after
     Material's own, sets the same attributes first, so the page is dark from its first paint. A
     palette the reader chose (stored) is Material's to apply, as before.
+
+    The script also saves the bundle two restyles of the whole page, each of which it forced
+    inside its first task (Material's palette component sets the palette, then reads the
+    header's computed style):
+    - it puts `data-md-color-switching` on <body> while <body> holds a handful of elements.
+      Material's stylesheet matches `[data-md-color-switching] *` (transitions off), so
+      Material adding the attribute restyled every element. Set early, Material's own set
+      changes nothing; it removes the attribute once the palette is set, as before.
+    - it adds `<meta name="color-scheme">` with the scheme Material's stylesheet gives the page
+      (`dark` for slate, `light` otherwise). Material appends a meta of its own and writes the
+      header's `color-scheme` into it; the page's colour scheme changing from `normal` then
+      restyled every element. The first such meta in the document decides, so ours does, with
+      the same value. When the reader switches palettes, ours is removed and Material's, which
+      follows the switch, decides from then on.
+    Measured at a 412 px phone viewport, 8 loads each, before and after in turn: the bundle's
+    task went from 64-70 to 53-58 ms on the arena chapter (both schemes) and from 61 to 46 ms
+    on the home page (dark); main-thread work from the bundle's task on fell by 10-20 ms.
 
     Args:
         html: a built page.
@@ -106,9 +125,16 @@ def early_palette(html: str, palettes: list[dict]) -> str:
     ]
     if not choices:
         return html
+    dark = json.dumps(_DARK_SCHEMES, separators=(",", ":"))
     script = (
-        '<script>__md_get("__palette")||' + json.dumps(choices, separators=(",", ":")) + ""
+        '<script>document.body.setAttribute("data-md-color-switching","");'
+        '__md_get("__palette")||' + json.dumps(choices, separators=(",", ":")) + ""
         ".some(function(p){if(!matchMedia(p.media).matches)return!1;for(var k in p)"
-        'document.body.setAttribute("data-md-color-"+k,p[k]);return!0})</script>'
+        'document.body.setAttribute("data-md-color-"+k,p[k]);return!0});'
+        '(function(m){m.name="color-scheme";m.content=' + dark + ".indexOf("
+        'document.body.getAttribute("data-md-color-scheme"))<0?"light":"dark";'
+        "document.head.appendChild(m);"
+        'document.addEventListener("change",function(e){if(e.target.name==="__palette")'
+        'm.remove()})})(document.createElement("meta"))</script>'
     )
     return _PALETTE_SCRIPT.sub(lambda m: m[0] + script, html, count=1)

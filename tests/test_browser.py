@@ -166,5 +166,50 @@ def test_preferred_colour_scheme_is_set_before_materials_bundle_runs(
         page = context.new_page()
         page.goto(f"{server}/arena/", wait_until="load")
         assert page.evaluate("document.body.dataset.mdColorScheme") == expected
+        # transitions stay off until the bundle has set the palette (it then turns them on)
+        assert page.evaluate("document.body.hasAttribute('data-md-color-switching')")
     finally:
         context.close()
+
+
+# the page's colour scheme (what its color-scheme metas decide): the system colour CanvasText
+# of an element outside <body>, which Material's stylesheet gives a scheme of its own
+PAGE_SCHEME = """() => {
+  const probe = document.createElement('div');
+  probe.style.color = 'CanvasText';
+  document.documentElement.append(probe);
+  const colour = getComputedStyle(probe).color;
+  probe.remove();
+  return colour === 'rgb(255, 255, 255)' ? 'dark' : colour === 'rgb(0, 0, 0)' ? 'light' : colour;
+}"""
+
+
+@pytest.mark.parametrize("prefers", ["light", "dark"])
+def test_page_colour_scheme_follows_the_palette_and_a_switch(browser, server, prefers):
+    # gradflow_site/speed.early_palette writes the page's color-scheme meta before Material's
+    # bundle appends its own; it must say what Material's says, and give way on a switch
+    context = browser.new_context(color_scheme=prefers)
+    try:
+        page = context.new_page()
+        page.goto(f"{server}/arena/", wait_until="load")
+        page.wait_for_function("() => !document.body.hasAttribute('data-md-color-switching')")
+        material = "() => [...document.querySelectorAll('meta[name=color-scheme]')].at(-1).content"
+        assert page.evaluate(PAGE_SCHEME) == page.evaluate(material) == prefers
+        page.locator("label[for^=__palette_]:not([hidden])").click()
+        other = {"light": "dark", "dark": "light"}[prefers]
+        page.wait_for_function(f"() => ({material})() === '{other}'")
+        assert page.evaluate(PAGE_SCHEME) == other
+        assert page.locator("meta[name=color-scheme]").count() == 1  # ours gave way
+    finally:
+        context.close()
+
+
+def test_bundle_turns_transitions_back_on_after_setting_the_palette(browser, server):
+    # the page's inline script sets data-md-color-switching (Material's stylesheet: no
+    # transitions under it) before the bundle runs; Material removes it once it has set the
+    # palette, so a reader's later palette switch or hover animates as Material intends
+    with open_page(browser, server, "arena/") as (page, record):
+        page.wait_for_function("() => !document.body.hasAttribute('data-md-color-switching')")
+        link = page.locator(".md-header__button.md-logo")
+        assert link.evaluate("e => getComputedStyle(e).transitionDuration") != "0s"
+        assert not record["errors"], record["errors"]

@@ -52,9 +52,15 @@ MATERIAL = '<body><script>var palette=__md_get("__palette");if(palette){}</scrip
 def test_early_palette_follows_materials_palette_script():
     html = early_palette(MATERIAL, PALETTES)
     first, ours = html.split("</script>")[:2]
-    assert first.endswith("if(palette){}") and ours.startswith('<script>__md_get("__palette")||')
+    assert first.endswith("if(palette){}")
+    # transitions off from the start: Material's bundle, which sets the same, restyles nothing
+    assert ours.startswith(
+        '<script>document.body.setAttribute("data-md-color-switching","");__md_get("__palette")||'
+    )
     assert '"media":"(prefers-color-scheme: dark)","scheme":"slate"' in ours
     assert '"accent":"deep-orange"' in ours  # as Material writes it on <body>
+    # the page's colour scheme as Material's stylesheet sets it: dark for slate only
+    assert 'm.name="color-scheme";m.content=["slate"].indexOf(' in ours
     assert html.endswith("<p>x</p>")
 
 
