@@ -184,19 +184,27 @@ PAGE_SCHEME = """() => {
 }"""
 
 
-@pytest.mark.parametrize("prefers", ["light", "dark"])
-def test_page_colour_scheme_follows_the_palette_and_a_switch(browser, server, prefers):
+@pytest.mark.parametrize(
+    "prefers, stored, expected",
+    [("light", None, "light"), ("dark", None, "dark"), ("light", "slate", "dark")],
+)
+def test_page_colour_scheme_follows_the_palette_and_a_switch(
+    browser, server, prefers, stored, expected
+):
     # gradflow_site/speed.early_palette writes the page's color-scheme meta before Material's
     # bundle appends its own; it must say what Material's says, and give way on a switch
     context = browser.new_context(color_scheme=prefers)
     try:
+        if stored:  # a palette the reader picked earlier, as Material stores it
+            palette = json.dumps({"index": 1, "color": {"media": "", "scheme": stored}})
+            context.add_init_script(f"localStorage.setItem('/.__palette', {palette!r})")
         page = context.new_page()
         page.goto(f"{server}/arena/", wait_until="load")
         page.wait_for_function("() => !document.body.hasAttribute('data-md-color-switching')")
         material = "() => [...document.querySelectorAll('meta[name=color-scheme]')].at(-1).content"
-        assert page.evaluate(PAGE_SCHEME) == page.evaluate(material) == prefers
+        assert page.evaluate(PAGE_SCHEME) == page.evaluate(material) == expected
         page.locator("label[for^=__palette_]:not([hidden])").click()
-        other = {"light": "dark", "dark": "light"}[prefers]
+        other = {"light": "dark", "dark": "light"}[expected]
         page.wait_for_function(f"() => ({material})() === '{other}'")
         assert page.evaluate(PAGE_SCHEME) == other
         assert page.locator("meta[name=color-scheme]").count() == 1  # ours gave way
