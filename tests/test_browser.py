@@ -9,6 +9,7 @@ and .ci/run installs it first.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 
 import pytest
 
@@ -147,6 +148,21 @@ def test_code_blocks_keep_their_height_when_they_scroll_into_view(clipping):
     assert before == pytest.approx(after, abs=2)
 
 
+@contextmanager
+def _reader(browser, prefers: str, stored: str | None, index: int):
+    """A new browser context preferring the colour scheme `prefers`; with `stored`, holding
+    the palette a reader picked (scheme `stored`, toggle `index`) as Material stores it,
+    under the site's root."""
+    context = browser.new_context(color_scheme=prefers)
+    try:
+        if stored:
+            palette = json.dumps({"index": index, "color": {"media": "", "scheme": stored}})
+            context.add_init_script(f"localStorage.setItem('/.__palette', {palette!r})")
+        yield context
+    finally:
+        context.close()
+
+
 @pytest.mark.parametrize(
     "prefers, stored, expected",
     [("dark", None, "slate"), ("light", None, "default"), ("dark", "default", "default")],
@@ -157,19 +173,13 @@ def test_preferred_colour_scheme_is_set_before_materials_bundle_runs(
     # the bundle never runs here: what <body> shows is what the page's own inline scripts set
     # (gradflow_site/speed.early_palette), so a dark-preferring first visit does not paint
     # light and then restyle; a palette the reader chose (stored by Material) still wins
-    context = browser.new_context(color_scheme=prefers)
-    try:
+    with _reader(browser, prefers, stored, index=0) as context:
         context.route("**/assets/javascripts/bundle.*.min.js", lambda route: route.abort())
-        if stored:  # as Material stores a palette the reader picked, under the site's root
-            palette = json.dumps({"index": 0, "color": {"media": "", "scheme": stored}})
-            context.add_init_script(f"localStorage.setItem('/.__palette', {palette!r})")
         page = context.new_page()
         page.goto(f"{server}/arena/", wait_until="load")
         assert page.evaluate("document.body.dataset.mdColorScheme") == expected
         # transitions stay off until the bundle has set the palette (it then turns them on)
         assert page.evaluate("document.body.hasAttribute('data-md-color-switching')")
-    finally:
-        context.close()
 
 
 # the page's colour scheme (what its color-scheme metas decide): the system colour CanvasText
@@ -193,11 +203,7 @@ def test_page_colour_scheme_follows_the_palette_and_a_switch(
 ):
     # gradflow_site/speed.early_palette writes the page's color-scheme meta before Material's
     # bundle appends its own; it must say what Material's says, and give way on a switch
-    context = browser.new_context(color_scheme=prefers)
-    try:
-        if stored:  # a palette the reader picked earlier, as Material stores it
-            palette = json.dumps({"index": 1, "color": {"media": "", "scheme": stored}})
-            context.add_init_script(f"localStorage.setItem('/.__palette', {palette!r})")
+    with _reader(browser, prefers, stored, index=1) as context:
         page = context.new_page()
         page.goto(f"{server}/arena/", wait_until="load")
         page.wait_for_function("() => !document.body.hasAttribute('data-md-color-switching')")
@@ -208,8 +214,6 @@ def test_page_colour_scheme_follows_the_palette_and_a_switch(
         page.wait_for_function(f"() => ({material})() === '{other}'")
         assert page.evaluate(PAGE_SCHEME) == other
         assert page.locator("meta[name=color-scheme]").count() == 1  # ours gave way
-    finally:
-        context.close()
 
 
 def test_bundle_turns_transitions_back_on_after_setting_the_palette(browser, server):
