@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -174,33 +175,50 @@ def start_run(cache: Path) -> Path:
     return run
 
 
-def tagged_processes(tag: str, var: str = TAG) -> list[str]:
-    """'pid command' of every live process (but this one) whose environment has var=tag."""
+def tagged_processes(tag: str, var: str = TAG, parent: int | None = None) -> list[str]:
+    """'pid command' of every live process (but this one) whose environment has var=tag, or,
+    with `parent`, that descends from the process `parent`.
+
+    A process only just started may show an empty environment: /proc/PID/environ reads empty
+    from the moment posix_spawn (or vfork) returns until the kernel has set up the new program,
+    so a child is found by its ancestry too."""
     needle = f"{var}={tag}".encode() + b"\0"
-    found = []
+    table = {}  # pid -> (parent pid, environment, command)
     for proc in Path("/proc").glob("[0-9]*"):
         if int(proc.name) == os.getpid():
             continue
         try:
-            if needle not in (proc / "environ").read_bytes() + b"\0":
-                continue
+            environ = (proc / "environ").read_bytes() + b"\0"
             cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             status = (proc / "status").read_text()
         except OSError:
             continue  # gone meanwhile, or not ours to read
-        if "\nState:\tZ" not in status:  # a zombie has ended; its parent just has not reaped it
-            found.append(f"{proc.name} {cmd.strip()[:200]}")
-    return found
+        if "\nState:\tZ" in status:  # a zombie has ended; its parent just has not reaped it
+            continue
+        ppid = int(re.search(r"^PPid:\s*(\d+)", status, re.M).group(1))
+        table[int(proc.name)] = (ppid, needle in environ, cmd.strip()[:200])
+
+    def ours(pid: int) -> bool:
+        seen = set()
+        while pid in table and pid not in seen:
+            seen.add(pid)
+            ppid, tagged, _ = table[pid]
+            if tagged or ppid == parent:
+                return True
+            pid = ppid
+        return False
+
+    return [f"{pid} {table[pid][2]}" for pid in sorted(table) if ours(pid)]
 
 
 def finish_run(run: Path, grace: float = 3.0) -> list[str]:
     """Return what the run left behind (files in its directory, live processes); clean up."""
     left = []
     deadline = time.monotonic() + grace
-    processes = tagged_processes(os.environ[TAG])
+    processes = tagged_processes(os.environ[TAG], parent=os.getpid())
     while processes and time.monotonic() < deadline:  # a child may still be exiting
         time.sleep(0.1)
-        processes = tagged_processes(os.environ[TAG])
+        processes = tagged_processes(os.environ[TAG], parent=os.getpid())
     left += [f"process {p}" for p in processes]
     if run.is_dir():
         left += [f"{run.name}/{p.name}" for p in sorted(run.iterdir())]

@@ -89,3 +89,19 @@ def test_a_notebook_run_leaves_no_temporary_file_and_no_process(tmp_path):
     )  # fmt: skip
     assert sorted(p.name for p in temp.iterdir()) == []
     assert tagged_processes(str(tmp_path), var="GRADFLOW_NOTEBOOK_RUN") == []
+
+
+def test_the_guard_finds_a_child_by_its_parent():
+    # /proc/PID/environ reads empty from the moment posix_spawn returns until the kernel has set
+    # up the new program, so a child the run's guard looks for that soon shows no tag: the guard
+    # also finds the run's children by their parent. Here the child carries no tag at all.
+    env = {k: v for k, v in os.environ.items() if k != TAG}
+    argv = [sys.executable, "-c", "import time; time.sleep(20)"]
+    pid = os.posix_spawn(sys.executable, argv, env)
+    try:
+        found = tagged_processes("no-such-tag", parent=os.getpid())
+        assert [p for p in found if p.split()[0] == str(pid)], found
+        assert tagged_processes("no-such-tag") == []
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
