@@ -176,14 +176,14 @@ def start_run(cache: Path) -> Path:
 
 
 def tagged_processes(tag: str, var: str = TAG, parent: int | None = None) -> list[str]:
-    """'pid command' of every live process (but this one) whose environment has var=tag, or,
-    with `parent`, that descends from the process `parent`.
+    """'pid command' of every live process (but this one) whose environment has var=tag, or
+    that descends from such a process or, with `parent`, from the process `parent`.
 
     A process only just started may show an empty environment: /proc/PID/environ reads empty
     from the moment posix_spawn (or vfork) returns until the kernel has set up the new program,
     so a child is found by its ancestry too."""
     needle = f"{var}={tag}".encode() + b"\0"
-    table = {}  # pid -> (parent pid, environment, command)
+    table = {}  # pid -> (parent pid, whether its environment has the tag, command)
     for proc in Path("/proc").glob("[0-9]*"):
         if int(proc.name) == os.getpid():
             continue
