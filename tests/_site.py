@@ -69,7 +69,22 @@ def mkdocs_build(
     cmd = [sys.executable, "-m", "mkdocs", *args]
     if nice and shutil.which("nice"):
         cmd = ["nice", "-n", str(nice), *cmd]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    idle = _idle_class if nice and hasattr(os, "SCHED_IDLE") else None
+    return subprocess.run(
+        cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, preexec_fn=idle
+    )
+
+
+def _idle_class() -> None:
+    """(In the build's process, before it runs mkdocs.) Put it in Linux's idle scheduling class,
+    which its children inherit: a process of any other class that wakes on its core takes it
+    from the build at once (nice 19 alone only makes the build's share small). Paired runs of
+    the whole suite on 2 cores: 121.5 and 121.6 s beside a nice 19 second build, 119.7 and
+    120.7 s beside this one (111.1 and 113.3 s without the second build)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except OSError:  # a sandbox that forbids it: nice alone, as before
+        pass
 
 
 def build_to_log(site_dir: Path, log: Path, **build) -> None:
@@ -212,7 +227,9 @@ def tagged_processes(tag: str, var: str = TAG, parent: int | None = None) -> lis
 
 
 def finish_run(run: Path, grace: float = 3.0) -> list[str]:
-    """Return what the run left behind (files in its directory, live processes); clean up."""
+    """Return what the run left behind (files in its directory, live processes); clean up.
+
+    A process still alive is looked for again for up to `grace` seconds (it may be exiting)."""
     left = []
     deadline = time.monotonic() + grace
     processes = tagged_processes(os.environ[TAG], parent=os.getpid())

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -11,6 +14,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import torch
 
+from tests import _site
 from tests._site import ROOT, child_config, mkdocs_build
 
 pytestmark = pytest.mark.build
@@ -36,6 +40,26 @@ def test_build_is_byte_reproducible(site, serial_site):
     )
     differ = [str(f) for f in files if (site / f).read_bytes() != (serial_site / f).read_bytes()]
     assert not differ, f"two clean builds (parallel and serial) differ in: {differ}"
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's idle class only")
+def test_the_low_priority_build_runs_in_the_idle_class(monkeypatch, tmp_path):
+    # what mkdocs_build hands subprocess.run for a build with `nice`, applied to a probe
+    seen = {}
+    monkeypatch.setattr(_site.subprocess, "run", lambda cmd, **kw: seen.update(cmd=cmd, **kw))
+    _site.mkdocs_build(tmp_path / "site", nice=19, parallel=False)
+    monkeypatch.undo()
+    probe = [sys.executable, "-c", "import os; print(os.sched_getscheduler(0), os.nice(0))"]
+    nice = ["nice", "-n", "19"] if seen["cmd"][0] == "nice" else []
+    assert seen["cmd"][: len(nice)] == nice
+    out = subprocess.run(
+        nice + probe, preexec_fn=seen["preexec_fn"], capture_output=True, text=True
+    )
+    assert out.stdout.split() == [str(os.SCHED_IDLE), "19" if nice else str(os.nice(0))]
+    # the shared build, and the tests' own builds, keep the usual class
+    monkeypatch.setattr(_site.subprocess, "run", lambda cmd, **kw: seen.update(cmd=cmd, **kw))
+    _site.mkdocs_build(tmp_path / "site")
+    assert seen["preexec_fn"] is None and seen["cmd"][0] != "nice"
 
 
 def test_every_page_carries_the_verification_stamp(site):
