@@ -263,9 +263,7 @@ def pytest_sessionfinish(session, exitstatus):
     run = getattr(session.config, "_gradflow_run_tmp", None)
     if run is None:
         return
-    # GRADFLOW_LEFTOVER_GRACE: how long a process may take to exit (tests/test_leftovers.py's
-    # own run, whose process never exits, waits less)
-    left = finish_run(run, grace=float(os.environ.get("GRADFLOW_LEFTOVER_GRACE", "3")))
+    left = finish_run(run)
     if left:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         message = "the test run left behind: " + "; ".join(left)

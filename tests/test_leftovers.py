@@ -49,7 +49,7 @@ def test_a_test_run_that_leaves_a_file_or_a_process_fails(tmp_path):
     system = tmp_path / "tmp"
     system.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in (TAG, "PYTEST_ADDOPTS")}
-    # the forgotten process never exits: its run need not wait the usual 3 s for it to
+    # the forgotten process never exits: its run need not wait the usual 3 s for it to end
     env.update(TMPDIR=str(system), PYTEST_DEBUG_TEMPROOT=str(system), GRADFLOW_LEFTOVER_GRACE="0.5")
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:xdist", "-p",
