@@ -6,7 +6,7 @@ import json
 import os
 import re
 import subprocess
-import sys
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -49,13 +49,21 @@ def test_the_low_priority_build_runs_in_the_idle_class(monkeypatch, tmp_path):
     monkeypatch.setattr(_site.subprocess, "run", lambda cmd, **kw: seen.update(cmd=cmd, **kw))
     _site.mkdocs_build(tmp_path / "site", nice=19, parallel=False)
     monkeypatch.undo()
-    probe = [sys.executable, "-c", "import os; print(os.sched_getscheduler(0), os.nice(0))"]
+    # a probe that needs next to no CPU: a process in the idle class runs only on a free core,
+    # and a Python probe waited up to 10 s for one in a busy run; its class and nice are read
+    # from outside
     nice = ["nice", "-n", "19"] if seen["cmd"][0] == "nice" else []
     assert seen["cmd"][: len(nice)] == nice
-    out = subprocess.run(
-        nice + probe, preexec_fn=seen["preexec_fn"], capture_output=True, text=True
-    )
-    assert out.stdout.split() == [str(os.SCHED_IDLE), "19" if nice else str(os.nice(0))]
+    probe = subprocess.Popen([*nice, "sleep", "60"], preexec_fn=seen["preexec_fn"])
+    try:
+        assert os.sched_getscheduler(probe.pid) == os.SCHED_IDLE
+        want, deadline = (19 if nice else os.nice(0)), time.monotonic() + 30
+        while os.getpriority(os.PRIO_PROCESS, probe.pid) != want and time.monotonic() < deadline:
+            time.sleep(0.02)  # `nice` itself sets it, then starts sleep
+        assert os.getpriority(os.PRIO_PROCESS, probe.pid) == want
+    finally:
+        probe.kill()
+        probe.wait()
     # the shared build, and the tests' own builds, keep the usual class
     monkeypatch.setattr(_site.subprocess, "run", lambda cmd, **kw: seen.update(cmd=cmd, **kw))
     _site.mkdocs_build(tmp_path / "site")
