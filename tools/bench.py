@@ -170,6 +170,29 @@ def test_suite() -> tuple[float, str, dict[str, float]]:
     return elapsed, (lines[-1] if lines else f"pytest exited {result.returncode}"), per_file
 
 
+def host_speed(seconds: float = 2.0) -> int:
+    """Training steps a second on one thread, for a tiny model (16x16 matmul, tanh, backward).
+
+    The machines this runs on are shared, and their speed drifts from hour to hour: on
+    2026-11-25 and 26 the 2-core reference machine ran 11,900 to 20,900 of these steps a
+    second, and the whole test suite took 112 to 146 s. The bench prints this figure before
+    and after its timings, so that timings taken at different times can be compared.
+    """
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        x = torch.randn(16, 16, requires_grad=True)
+        start, steps = time.perf_counter(), 0
+        while time.perf_counter() - start < seconds:
+            (torch.tanh(x @ x) + 1).sum().backward()
+            steps += 1
+        return round(steps / (time.perf_counter() - start))
+    finally:
+        torch.set_num_threads(threads)
+
+
 def page_sizes(site_dir: Path) -> list[tuple[str, int, int]]:
     """Return (page, HTML bytes, inline SVG bytes within it) for every built page."""
     rows = []
@@ -191,6 +214,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     print(f"Gradient Flow benchmark on {os.cpu_count()} cores, Python {sys.version.split()[0]}")
+    print(f"host speed before: {host_speed():,} tiny training steps a second on one core")
     with tempfile.TemporaryDirectory() as tmp:
         site = Path(tmp) / "site"
         build = clean_build(site)
@@ -213,6 +237,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{'all pages':<20}{total / 1024:>10.1f}")
         biggest = max(html for _, html, _ in page_sizes(site))
         print(f"largest page {biggest / 2**20:.2f} MB   (budget 1.5 MB a page)")
+        print(f"host speed after: {host_speed():,} tiny training steps a second on one core")
         if not args.skip_lighthouse:
             from tools import lighthouse
 
