@@ -86,6 +86,7 @@ print("largest gradient norm: " + ", ".join(f"{n} {v:.1f}" for n, v in peak.item
 for dtype in (torch.float32, torch.bfloat16, torch.float16):
     print(f"largest finite {str(dtype)[6:]:<8} {torch.finfo(dtype).max:.3e}")
 assert all(run.status != "NaN/inf" for run in deep.values())
+assert peak["mixed"] >= peak["baseline"]
 # --8<-- [end:deep]
 
 # --8<-- [start:high_lr]

@@ -33,6 +33,7 @@ for label, mm in (("1 token", decode), (f"{tokens} tokens", prefill)):
 bound_decode = roofline.matmul_bound(decode, "H100 SXM", "bf16")
 bound_prefill = roofline.matmul_bound(prefill, "H100 SXM", "bf16")
 assert bound_decode.bound == "memory" and bound_prefill.bound == "compute"
+assert all(roofline.matmul_bound(prefill, gpu, "bf16").bound == "compute" for gpu in GPUS)
 # --8<-- [end:roofline]
 
 # --8<-- [start:attention_io]
