@@ -56,11 +56,13 @@ assert ours.saved_bytes == ref.saved_bytes and plain.saved_bytes >= 3 * ours.sav
 # --8<-- [end:segments]
 
 # --8<-- [start:sweep_figure]
-n = 64
+n, counts = 64, (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 21, 32, 64)
 points = []
-for segments in (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 21, 32, 64):
+for segments in counts:
     stats = measure(partial(checkpoint_sequential, net, segments, x), net)
     points.append((n // segments, stats.saved_bytes / unit))
+exact = [v == segment_model(n, k) for k, v in points]
+assert exact == [n % s == 0 for s in counts] and all(v >= segment_model(n, k) for k, v in points)
 ks = [1 + i * 63 / 199 for i in range(200)]
 fig, ax = plt.subplots(figsize=(6.4, 3.8))
 ax.plot(ks, [segment_model(n, k) for k in ks], label="model: N/K + K")

@@ -37,15 +37,16 @@ assert all(roofline.matmul_bound(prefill, gpu, "bf16").bound == "compute" for gp
 # --8<-- [end:roofline]
 
 # --8<-- [start:attention_io]
-sram, head_dim, seq = 192 * 1024, 64, 4096
-for n in (1024, seq, 16384):
+sram, head_dim, seq, longest = 192 * 1024, 64, 4096, 2**20
+io = {}
+for n in (1024, seq, 16384, longest):
     standard = roofline.attention_hbm_bytes(n, head_dim)
     flash = roofline.flash_attention_hbm_bytes(n, head_dim, sram)
-    print(f"N={n:6}: standard {standard / 2**20:8.1f} MiB, flash {flash / 2**20:7.1f} MiB")
-io_ratio = roofline.attention_hbm_bytes(seq, head_dim) / roofline.flash_attention_hbm_bytes(
-    seq, head_dim, sram
-)
-assert io_ratio > 1
+    io[n] = standard / flash
+    mib = f"standard {standard / 2**20:9,.0f} MiB, flash {flash / 2**20:9,.1f} MiB"
+    print(f"N={n:9,}: {mib}, {io[n]:.1f}x fewer")
+io_ratio = io[seq]
+assert 1 < io[1024] < io_ratio < io[longest] < 1.2 * io_ratio  # grows, then levels off
 # --8<-- [end:attention_io]
 
 
@@ -186,4 +187,5 @@ runs = {mode: train(mode) for mode in ("fp32", "fp16", "fp16 + GradScaler", "bf1
 for mode, (losses, bad) in runs.items():
     print(f"{mode:18} loss {losses[-1]:.3g}  zero or non-finite gradients {max(bad):.1%} at worst")
 assert max(runs["fp16"][1]) > 10 * max(runs["fp16 + GradScaler"][1])
+assert len({f"{losses[-1]:.3g}" for losses, _ in runs.values()}) == 1  # agree to 3 digits
 # --8<-- [end:break_it]
