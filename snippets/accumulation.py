@@ -80,14 +80,16 @@ assert (results["global"] - truth).abs().max() < 1e-15
 batches = [(x.to(device), y.to(device)) for x, y in make_micro_batches([8, 8, 8, 8], seed=2)]
 big_batch_grad_(model, batches, max_norm=0.1)
 clipped_big = flat_grad(model).clone()
+norms = {}
 for clip in ("once", "each"):
     accumulate_grad_(model, batches, max_norm=0.1, clip=clip)
     g = flat_grad(model)
+    norms[clip] = g.norm().item()
     print(
         f"clip {clip:>4}: norm {g.norm():.4f}, {angle_between(clipped_big, g):5.1f} degrees "
         f"from the clipped big batch"
     )
-assert angle_between(clipped_big, g) > 5
+assert abs(norms["once"] - norms["each"]) < 1e-6 and angle_between(clipped_big, g) > 5
 # --8<-- [end:clip_once]
 
 # --8<-- [start:schedule]
@@ -119,6 +121,8 @@ ax.set_xlabel(f"micro-batches accumulated, N ({micro_tokens} tokens each)")
 ax.set_ylabel("relative gradient error")
 ax.legend(frameon=False)
 fig.tight_layout()
+assert all(abs(e / r - 1) < 0.1 for e, r in zip(curve.rel_error, curve.reference))
+assert curve.rel_error[0] > 1
 # --8<-- [end:noise_figure]
 
 # --8<-- [start:effective_batch]

@@ -30,6 +30,7 @@ for label, race_runs in runs.items():
     failed = [f"{n} {r.status}" for n, r in race_runs.items() if r.status != "learns"]
     print(f"{label:<9} {', '.join(failed) or 'all six learn'}")
 assert all(p["ckpt"].loss == p["baseline"].loss for p in runs.values())
+assert all(r.status == "learns" for c in ("depth 48", "FP16") for r in runs[c].values())
 # --8<-- [end:race]
 
 # --8<-- [start:figure]
@@ -99,6 +100,7 @@ print(f"SGD  + clipping: largest step {max(sgd.update_norm):.3f} (lr x max_norm 
 print(f"Adam + clipping: first step   {adam.update_norm[0]:.1f}")
 assert [n for n, r in runs["lr 1.0"].items() if r.status != "NaN/inf"] == ["clip", "full"]
 assert max(sgd.update_norm) <= hot.lr * hot.max_norm < adam.update_norm[0]
+assert abs(adam.update_norm[0] / (hot.lr * math.sqrt(adam.n_params)) - 1) < 0.01
 # --8<-- [end:high_lr]
 
 # --8<-- [start:batch_one]
@@ -108,6 +110,7 @@ for name, run in b1.items():
     print(
         f"{name:<9} mean gradient norm of steps 1-10 {noise[name]:5.2f}, loss {run.final_loss:.3g}"
     )
+assert noise["accum"] < noise["baseline"]
 # --8<-- [end:batch_one]
 
 # --8<-- [start:fp16]
@@ -119,8 +122,10 @@ for fmt, race_runs in [("BF16", ref), ("FP16", fp16_runs)]:
         print(f"{fmt} {name:<5} zero gradient entries {zeros[fmt, name]:.2%}, inf/NaN steps {bad}")
 rms = ref["baseline"].grad_norm[0] / math.sqrt(ref["baseline"].n_params)
 print(f"typical gradient entry {rms:.1e}; FP16 rounds below {2.0**-25:.1e} to zero")
-z = torch.linspace(0, 10, 10001, device=device)
+z, saturates = torch.linspace(0, 10, 10001, device=device), {}
 for dtype in (torch.bfloat16, torch.float16, torch.float32):
-    print(f"tanh(z) == 1 in {str(dtype)[6:]:<8} from z = {z[torch.tanh(z.to(dtype)) == 1][0]:.2f}")
+    saturates[dtype] = z[torch.tanh(z.to(dtype)) == 1][0].item()
+    print(f"tanh(z) == 1 in {str(dtype)[6:]:<8} from z = {saturates[dtype]:.2f}")
+assert saturates[torch.bfloat16] < saturates[torch.float16]
 assert zeros["FP16", "mixed"] < 1e-3 and all(r.status != "NaN/inf" for r in fp16_runs.values())
 # --8<-- [end:fp16]

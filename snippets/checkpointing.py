@@ -157,6 +157,8 @@ try:
     torch_checkpoint(lambda h, scale: net(h) * scale, x, scale=2.0, use_reentrant=True)
 except ValueError as err:
     print(f"keyword argument, use_reentrant=True: ValueError: {err}")
+else:
+    raise AssertionError("the reentrant variant accepted a keyword argument")
 kept = torch_checkpoint(lambda h, scale: net(h) * scale, x, scale=2.0, use_reentrant=False)
 print(f"keyword argument, use_reentrant=False: output shape {tuple(kept.shape)}")
 assert missing == 7 * 8 * 2 and sum("None of the inputs" in m for m in messages) == 7

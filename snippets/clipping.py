@@ -43,6 +43,7 @@ for name, v in [("norm-clipped", by_norm.grad), ("value-clipped", by_value.grad)
         f"turned by {angle_between(g, v):.1f} degrees"
     )
 assert angle_between(g, by_norm.grad) < 0.01 < 10 < angle_between(g, by_value.grad)
+assert by_value.grad.norm() > 1.0
 # --8<-- [end:norm_vs_value]
 
 # --8<-- [start:figure_circle]

@@ -22,6 +22,7 @@ for k, act in enumerate(acts, 1):
     print(f"dL/da{k} = {act.grad:.5f}")
 print(f"dL/dx  = {x.grad:.5f}")
 print(f"best case, every factor 0.25 x {w}: {(0.25 * w) ** 3:.5f}")
+assert 0.9 * (0.25 * w) ** 3 < x.grad.item() < (0.25 * w) ** 3
 # --8<-- [end:hand_calc]
 
 # --8<-- [start:mlp]
@@ -29,17 +30,20 @@ from gradflow_ref.flow import MLPConfig, build_mlp, gradient_norms
 
 torch.manual_seed(0)
 x = torch.randn(32, 64, device=device)
+first_to_last = {}
 for activation, init in [("sigmoid", "xavier"), ("relu", "he")]:
     net = build_mlp(MLPConfig(depth=20, width=64, activation=activation, init=init), device=device)
     g = gradient_norms(net, x)
+    first_to_last[activation] = (g[0] / g[-1]).item()
     print(f"{activation:<7} {init:<6} layer 20: {g[-1]:9.3e}   layer 1: {g[0]:9.3e}")
+assert first_to_last["sigmoid"] < 1e-9 and 0.1 < first_to_last["relu"] < 10
 # --8<-- [end:mlp]
 
 # --8<-- [start:figure]
 import matplotlib.pyplot as plt
 
 scales = [0.25 * 1.25**i for i in range(19)]
-by_scale = {}
+by_depth, by_scale = {}, {}
 fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
 for activation, init, style in [
     ("sigmoid", "xavier", "o-"),
@@ -47,6 +51,7 @@ for activation, init, style in [
     ("relu", "he", "^-"),
 ]:
     g = gradient_norms(build_mlp(MLPConfig(40, 64, activation, init), device=device), x).cpu()
+    by_depth[activation] = g / g[-1]
     left.plot(range(1, 41), g / g[-1], style, markersize=3, label=f"{activation}, {init} init")
     at_layer_1 = []
     for s in scales:
@@ -65,6 +70,10 @@ right.set_title("Layer 1 of a 20-layer MLP")
 right.axvline(1.0, color="grey", linewidth=0.8, linestyle=":")
 right.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
 left.legend(fontsize="small")
+assert by_depth["sigmoid"][0] < 1e-20 and 0.1 < by_depth["tanh"][0] < 1
+assert ((0.5 < by_depth["relu"]) & (by_depth["relu"] < 2)).all()
+assert all(r[0] < 1e-10 and r[-1] > 1 for r in by_scale.values())
+assert len({min(s for s, r in zip(scales, rs) if r >= 1) for rs in by_scale.values()}) == 3
 # --8<-- [end:figure]
 
 # --8<-- [start:what_controls]
@@ -84,6 +93,7 @@ for width, std in cases:
         f"width {width:>3}  weight std {w_std:.4f}  predicted factor {predicted:.2f}"
         f"  measured {measured:.2f}"
     )
+assert 0.8 < factors[1] / factors[0] < 1.25 < factors[2] / factors[0]
 # --8<-- [end:what_controls]
 
 # --8<-- [start:relu_unit]

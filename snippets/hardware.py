@@ -33,7 +33,10 @@ for label, mm in (("1 token", decode), (f"{tokens} tokens", prefill)):
 bound_decode = roofline.matmul_bound(decode, "H100 SXM", "bf16")
 bound_prefill = roofline.matmul_bound(prefill, "H100 SXM", "bf16")
 assert bound_decode.bound == "memory" and bound_prefill.bound == "compute"
-assert all(roofline.matmul_bound(prefill, gpu, "bf16").bound == "compute" for gpu in GPUS)
+for gpu in GPUS:
+    one, many = (roofline.matmul_bound(mm, gpu, "bf16") for mm in (decode, prefill))
+    assert one.bound == "memory" and one.attainable_flops < 0.01 * peak_flops(gpu, "bf16")
+    assert many.bound == "compute"
 # --8<-- [end:roofline]
 
 # --8<-- [start:attention_io]
@@ -140,6 +143,10 @@ assert results["activations", "e4m3"]["current"][0] < results["activations", "e5
 assert results["gradients", "e5m2"]["current"][1] < results["gradients", "e4m3"]["current"][1]
 flushed = {name: zero for name, (err, zero) in results["gradients", "e4m3"].items()}
 assert min(flushed, key=flushed.get) == "1x128" and max(flushed, key=flushed.get) == "delayed"
+assert results["activations", "e4m3"]["current"][1] < flushed["current"]
+amax = [g.abs().max().item() for g in grads]
+too_small = sum(max(amax[max(0, t - 4) : t]) > amax[t] for t in range(1, len(amax)))
+assert amax[0] > amax[-1] and too_small > (len(amax) - 1) / 2
 # --8<-- [end:fp8_scaling]
 
 # --8<-- [start:training_time]
@@ -187,5 +194,6 @@ runs = {mode: train(mode) for mode in ("fp32", "fp16", "fp16 + GradScaler", "bf1
 for mode, (losses, bad) in runs.items():
     print(f"{mode:18} loss {losses[-1]:.3g}  zero or non-finite gradients {max(bad):.1%} at worst")
 assert max(runs["fp16"][1]) > 10 * max(runs["fp16 + GradScaler"][1])
-assert len({f"{losses[-1]:.3g}" for losses, _ in runs.values()}) == 1  # agree to 3 digits
+final = [losses[-1] for losses, _ in runs.values()]
+assert max(final) / min(final) < 1.01
 # --8<-- [end:break_it]

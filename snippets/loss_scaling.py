@@ -62,6 +62,8 @@ print("| scale | rounded to zero | subnormal (fewer bits) | overflow to inf |\n|
 for k in (0, 4, 8, 16, 24):
     c = classify_tensor(nonzero * 2.0**k, "float16")
     print(f"| 2^{k} | {c['underflow']:.3%} | {c['subnormal']:.2%} | {c['overflow']:.3%} |")
+absent = torch.bincount(stream[:-1], minlength=vocab) == 0
+assert (grads == 0).sum() == absent.sum() * dim == (model.embed.weight.grad[absent] == 0).sum()
 # --8<-- [end:gradients]
 
 
@@ -126,6 +128,13 @@ for label, scaler in (
         f"{label:<18} skipped {scaler.skipped_steps:2d} of 60 steps, "
         f"loss {losses[0]:.3f} -> {losses[-1]:.3f}, final scale 2^{math.log2(scales[-1]):.0f}"
     )
+for steps in (CORRUPTED[0], CORRUPTED[0] + 1):  # 2^10 skips the corrupted batch, nothing before
+    scaler = StaticScaler(2.0**10, device=device)
+    train(scaler, steps)
+    assert scaler.skipped_steps == steps - CORRUPTED[0]
+dynamic = runs["dynamic from 2^24"]["scales"]
+assert runs["static 2^10"]["skipped"] == 1 and runs["static 2^24"]["skipped"] == 60
+assert dynamic[CORRUPTED[0]] < dynamic[CORRUPTED[0] - 1]
 # --8<-- [end:static_vs_dynamic]
 
 # --8<-- [start:dynamic_history]
@@ -135,6 +144,11 @@ skipped = [s for s in range(1, 200) if history[s] < history[s - 1]]
 print(
     f"{history_scaler.skipped_steps} skipped steps (at {', '.join(map(str, skipped))}); "
     f"scale from 2^16 to 2^{math.log2(history[-1]):.0f}"
+)
+assert set(CORRUPTED) <= set(skipped)
+# after the first two skips, the scale grows again before every skip on a clean batch
+assert all(
+    max(history[a:b]) > history[a] for a, b in zip(skipped[1:], skipped[2:]) if b not in CORRUPTED
 )
 # --8<-- [end:dynamic_history]
 

@@ -72,15 +72,17 @@ for name in ("float32", "bfloat16", "float16"):
         f"1000 + 0.001 = {total.item():.6f}"
     )
 print("BF16 values around 1000:", ", ".join(f"{v:g}" for v in neighbours(1000.0, "bfloat16")))
-for w in (0.01, 0.5, 1.0, 2.0):
-    kept = {}
+weights, kept = (0.01, 0.5, 1.0, 2.0), {}
+for w in weights:
     for name in ("bfloat16", "float32"):
         weight = torch.tensor(w, dtype=FORMATS[name].dtype, device=device)
-        kept[name] = ((weight + 1e-7) - weight).item()
+        kept[w, name] = ((weight + 1e-7) - weight).item()
     print(
-        f"weight {w:>4}: + 1e-7 moves BF16 by {kept['bfloat16']:.3g}, FP32 by {kept['float32']:.3g}"
+        f"weight {w:>4}: + 1e-7 moves BF16 by {kept[w, 'bfloat16']:.3g}, "
+        f"FP32 by {kept[w, 'float32']:.3g}"
     )
 assert (torch.tensor(1000.0, dtype=torch.bfloat16) + 0.001).item() == 1000.0
+assert all(kept[w, "bfloat16"] == 0 for w in weights) and kept[2.0, "float32"] == 0
 # --8<-- [end:swamping]
 
 
@@ -213,6 +215,9 @@ def plot_stall(pure_losses, master_losses):
 
 
 fig = plot_stall(pure_losses, master_losses)
+half = len(pure_losses) // 2  # together through the first quarter, apart in the second half
+assert all(abs(p / m - 1) < 0.1 for p, m in zip(pure_losses[: half // 2], master_losses))
+assert pure_losses[half] / pure_losses[-1] < master_losses[half] / master_losses[-1]
 # --8<-- [end:stall_figure]
 
 

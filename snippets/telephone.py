@@ -5,6 +5,7 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 depth = 50
 for factor in (0.9, 0.95, 1.0, 1.1):
     print(f"{factor:<4} ** {depth} = {factor**depth:.6g}")
+assert 0.95**depth < 0.1
 # --8<-- [end:hand_calc]
 
 # --8<-- [start:chain]
@@ -16,6 +17,7 @@ print(f"factor 0.9: layer {depth} passes back {grads[-1]:.4f}, layer 1 {grads[0]
 print(f"factor 0.9: layer 1 / layer {depth} = {grads[0] / grads[-1]:.6f}")
 print(f"factor 1.1: layer 1 / layer {depth} = {up[0] / up[-1]:.4f}")
 assert torch.isclose(grads[0] / grads[-1], torch.tensor(0.9 ** (depth - 1), dtype=grads.dtype))
+assert torch.isclose(up[0] / up[-1], torch.tensor(1.1 ** (depth - 1), dtype=up.dtype))
 # --8<-- [end:chain]
 
 # --8<-- [start:network]
