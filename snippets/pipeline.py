@@ -141,6 +141,7 @@ bf16_grads = training_memory(MemoryConfig(**shape, grad_dtype=torch.bfloat16))
 alt_state = bf16_grads.total - bf16_grads.activations
 print(f"alternative, BF16 gradients: {alt_state // shape['n_params']} bytes per parameter")
 assert state == 18 * shape["n_params"] and alt_state == 16 * shape["n_params"]
+assert state > h100 and ckpt.total > h100
 # --8<-- [end:memory_7b]
 
 # --8<-- [start:validation]
