@@ -86,7 +86,7 @@ def fold_setup(page_html: str, name: str) -> tuple[str, str]:
     body = (
         f"<p>This cell writes {len(modules)} modules of <code>gradflow_ref</code> "
         f"({', '.join(modules)}) into a temporary folder and imports them from there, so the "
-        "notebook runs with nothing but torch, matplotlib and numpy installed. Its code "
+        "notebook runs with nothing but torch and matplotlib installed. Its code "
         f"({len(code.encode()) / 1024:.0f} KiB) is in the notebook and "
         f'<a href="{setup_file(name)}">here as text</a>.</p>'
     )

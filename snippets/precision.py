@@ -191,7 +191,7 @@ master_losses, master_frozen = train(master=True)
 late = slice(100, 200)
 print(
     f"pure BF16:      final loss {pure_losses[-1]:.5f}, "
-    f"{sum(pure_frozen[late]) / 100:.0%} of updates in steps 100-200 rounded to nothing"
+    f"{sum(pure_frozen[late]) / 100:.0%} of updates in steps 101-200 rounded to nothing"
 )
 print(
     f"FP32 masters:   final loss {master_losses[-1]:.5f}, "

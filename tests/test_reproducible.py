@@ -18,7 +18,7 @@ def test_sitemap_dates_are_the_last_commits(site):
     ).stdout.strip()
     if not epoch.isdigit():
         pytest.skip("not a git checkout")
-    day = datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc).date().isoformat()
+    day = datetime.datetime.fromtimestamp(int(epoch), datetime.UTC).date().isoformat()
     dates = set(re.findall(r"<lastmod>([^<]+)</lastmod>", (site / "sitemap.xml").read_text()))
     assert dates == {day}, f"sitemap dates {dates}, last commit {day}"
 
@@ -33,7 +33,7 @@ def test_build_date_comes_from_the_last_commit(monkeypatch):
     if epoch is None:
         pytest.skip("not a git checkout")
     monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
-    day = datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc).date().isoformat()
+    day = datetime.datetime.fromtimestamp(int(epoch), datetime.UTC).date().isoformat()
     assert get_build_date() == day
     monkeypatch.setenv("SOURCE_DATE_EPOCH", str(int(epoch) + 3 * 86400))
     assert get_build_date() != day  # MkDocs does read it: the date is not simply today's

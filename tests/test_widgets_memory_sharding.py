@@ -57,4 +57,8 @@ def test_calculator_says_whether_one_gpus_share_fits(browser, server):
             widget.get_by_label("Sharding").select_option(stage)
             assert status.get_attribute("data-fits") == fits
         assert "which fits the H100 SXM" in status.text_content()
+        # the chart and the table show that share, and say so
+        assert "per GPU" in widget.locator("svg.gf-chart").first.get_attribute("aria-label")
+        assert "per GPU" in widget.locator(".gf-memory__scroll").get_attribute("aria-label")
+        assert "Bytes per GPU" in widget.locator(".gf-memory__table thead").text_content()
         assert not record["errors"]

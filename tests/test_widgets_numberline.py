@@ -20,6 +20,11 @@ def test_numberline_reports_typed_and_stored_values(browser, server, scheme):
         assert "BF16 stores 65536 rounded up by 17" in status
         assert "FP32 stores 65519 exactly" in status
         assert "65520" not in status  # the typed value is never shown rounded
+        # up and down are on the number line: below zero, a smaller magnitude is up
+        widget.get_by_label("or type one").fill("-65519")
+        status = widget.locator(".gf-status").text_content()
+        assert "FP16 stores -65504 rounded up by 15" in status, status
+        assert "BF16 stores -65536 rounded down by 17" in status, status
         # the subnormal band is drawn fainter in both schemes: lighter on white, darker on slate
         assert "faint band: subnormal" in widget.locator("svg").first.text_content()
         assert not record["errors"]

@@ -174,7 +174,7 @@ def main(argv=None) -> dict:
         "device_type": device.type,
         "torch": torch.__version__,
         "cpu_threads": torch.get_num_threads(),
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
         "checkpointing": checkpoint_sweep(device),
         "pipeline": pipeline_bench(device),
         "precision": precision_bench(device),

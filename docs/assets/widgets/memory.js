@@ -186,7 +186,7 @@ GF.register("memory", (live, data) => {
   });
   const legend = GF.legend(COMPONENTS.map(([, label], i) => [label, GF.color(i)]));
   // scrolls sideways on a phone: focusable and named, so a keyboard can scroll it (axe)
-  const tableBox = GF.h("div", { class: "gf-memory__scroll", tabindex: "0", role: "region", "aria-label": "Memory by component" });
+  const tableBox = GF.h("div", { class: "gf-memory__scroll", tabindex: "0", role: "region", "aria-label": SH ? "Memory per GPU, by component" : "Memory by component" });
   const status = GF.status();
 
   const applyPreset = (name) => {
@@ -261,7 +261,7 @@ GF.register("memory", (live, data) => {
       return cells;
     });
     rows.push(["Total", "", m.total.toLocaleString("en-US"), gb(m.total), "100%"]);
-    const table = GF.table(["Component", "dtype", "Bytes", "GB", "Share"], rows);
+    const table = GF.table(["Component", "dtype", SH ? "Bytes per GPU" : "Bytes", SH ? "GB per GPU" : "GB", "Share"], rows);
     table.classList.add("gf-memory__table");
     table.querySelectorAll("tbody tr").forEach((tr, i) => { tr.dataset.component = i < COMPONENTS.length ? COMPONENTS[i][0] : "total"; tr.dataset.bytes = String(i < COMPONENTS.length ? m[COMPONENTS[i][0]] : m.total); });
     tableBox.replaceChildren(table);
@@ -272,7 +272,8 @@ GF.register("memory", (live, data) => {
       `+ ${gb(whole.activations)} of activations for ${cfg.micro_batch} × ${cfg.seq_len} tokens = ${gb(whole.total)}.`;
     status.textContent = summary + where;
     status.dataset.total = String(whole.total);
-    chart.svg.setAttribute("aria-label", `Stacked bar of training memory: ${COMPONENTS.map(([k, l]) => `${l} ${gb(m[k])}`).join(", ")}; total ${gb(m.total)}.`);
+    // with the data-parallel controls, the chart and the table show one GPU's share
+    chart.svg.setAttribute("aria-label", `Stacked bar of training memory${SH ? " per GPU" : ""}: ${COMPONENTS.map(([k, l]) => `${l} ${gb(m[k])}`).join(", ")}; total ${gb(m.total)}.`);
   };
 
   live.append(

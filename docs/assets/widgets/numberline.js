@@ -167,7 +167,7 @@
       const stored = rowsData.map((r) => {
         if (r.cls === "overflow" || r.cls === "inf" || r.cls === "nan") return `${r.f.label} stores ${GF.fmt(r.v, 8)}`;
         const how = r.err === 0 || Number.isNaN(r.err) ? "exactly"
-          : `rounded ${Math.abs(r.v) > Math.abs(x) ? "up" : "down"} by ${GF.fmt(Math.abs(r.v - x), 4)}`;
+          : `rounded ${r.v > x ? "up" : "down"} by ${GF.fmt(Math.abs(r.v - x), 4)}`;
         return `${r.f.label} stores ${GF.fmt(r.v, 8)} ${how}`;
       });
       status.textContent = `x = ${exact}: ` + Object.entries(groups).map(([k, v]) => `${say[k]} ${v.join(", ")}`).join("; ") +
