@@ -131,7 +131,10 @@ class _Frame:
                 slot.value = x.detach() if x.requires_grad else x
             if count == len(self.slots):
                 raise _Stop  # early stop: everything backward needs has been rebuilt
-            return x
+            # Not x: an op that saves its own output (ReLU) would then hold that output, whose
+            # grad_fn is the op itself, a cycle in C++ that Python's collector never frees.
+            # This graph is never run backward, so it needs nothing back.
+            return None
 
         saved_rng = _get_rng(self.cuda_devices)
         try:
