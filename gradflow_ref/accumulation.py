@@ -8,8 +8,6 @@ Experiences on Accelerating Data Parallel Training" (VLDB 2020).
 import contextlib
 import datetime
 import math
-import os
-import socket
 import time
 import warnings
 from collections.abc import Iterable, Sequence
@@ -20,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gradflow_ref import _checks
+from gradflow_ref._ranks import run_ranks
 from gradflow_ref.clipping import clip_grad_norm_
 
 __all__ = [
@@ -430,7 +429,7 @@ def gradient_noise(
 
 
 # ---------------------------------------------------------------------------------------------
-# Distributed accumulation: ranks started by torch.multiprocessing, gloo on 127.0.0.1, DDP.
+# Distributed accumulation: ranks as processes of their own (gradflow_ref._ranks), gloo, DDP.
 
 
 @dataclass
@@ -471,8 +470,8 @@ def ddp_accumulate_(model: nn.Module, micro_batches: Sequence[MicroBatch], sync:
             loss.backward()  # under no_sync: local sum only; otherwise all-reduced here
 
 
-def _ddp_rank(rank: int, world_size: int, port: int, spec: dict, results) -> None:
-    """Run one rank (started by torch.multiprocessing) and put its gradients in `results`."""
+def _ddp_rank(rank: int, world_size: int, spec: dict) -> tuple:
+    """Run one rank (a process of its own, see gradflow_ref._ranks); return its gradients."""
     import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -481,12 +480,9 @@ def _ddp_rank(rank: int, world_size: int, port: int, spec: dict, results) -> Non
         calls.append(1)  # one call per gradient bucket all-reduced
         return allreduce_hook(None, bucket)  # DDP's default: all-reduce, divide by world size
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    if (loopback := _loopback_interface()) is not None:
-        os.environ["GLOO_SOCKET_IFNAME"] = loopback  # gloo's data connections on loopback too
     torch.set_num_threads(1)
     timeout = datetime.timedelta(seconds=spec["timeout_s"])
-    dist.init_process_group("gloo", rank=rank, world_size=world_size, timeout=timeout)
+    dist.init_process_group("gloo", timeout=timeout)  # rank and world size from the environment
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -499,8 +495,6 @@ def _ddp_rank(rank: int, world_size: int, port: int, spec: dict, results) -> Non
                 model.register_comm_hook(calls, counting_hook)
                 ddp_accumulate_(model, mine, sync)
                 out[sync] = (flat_grad(model.module).tolist(), len(calls))
-        # plain floats and a few hundred of them: the pipe never fills, the parent reads later
-        results.put((rank, out, [str(w.message) for w in caught]))
         # no rank tears down while the other still talks to it; holding `barrier` until the group
         # is gone keeps its last reference here: dropped by gloo's thread, it needs the GIL that
         # destroy_process_group holds while it joins that thread (a deadlock, 3 runs in 150)
@@ -508,63 +502,7 @@ def _ddp_rank(rank: int, world_size: int, port: int, spec: dict, results) -> Non
         barrier.wait()
     finally:
         dist.destroy_process_group()
-
-
-def _loopback_interface() -> str | None:
-    names = [name for _, name in socket.if_nameindex()]
-    return next((n for n in ("lo", "lo0") if n in names), None)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _launch(world_size: int, spec: dict) -> list:
-    """Start the ranks with torch.multiprocessing, wait at most spec["timeout_s"], collect them.
-
-    Ranks are forked where the platform can (no re-import of the caller's script, so this runs
-    from a script, a notebook or a build alike) and spawned elsewhere, as torch.multiprocessing
-    .spawn does. No rank outlives this call: a rank still running at the deadline is killed.
-    """
-    import torch.multiprocessing as mp
-
-    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-    results = mp.get_context(method).SimpleQueue()
-    with warnings.catch_warnings():
-        # Python 3.12+ warns that fork() in a multi-threaded process may deadlock the child; the
-        # ranks take no lock of the parent's (no CUDA, a fresh process group, their own threads)
-        warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks")
-        import torch._dynamo  # noqa: F401  DDP() imports it (2-4 s): once here, not in every rank
-
-        ranks = mp.start_processes(
-            _ddp_rank,
-            args=(world_size, _free_port(), spec, results),
-            nprocs=world_size,
-            join=False,
-            start_method=method,
-        )
-    deadline = time.monotonic() + spec["timeout_s"]
-    try:
-        while not ranks.join(timeout=max(0.0, min(0.1, deadline - time.monotonic()))):
-            if time.monotonic() >= deadline:
-                raise RuntimeError(
-                    f"ddp_accumulation: the ranks did not finish in timeout_s="
-                    f"{spec['timeout_s']} seconds and were killed; raise `timeout_s` on a "
-                    "loaded machine."
-                )
-    finally:
-        for proc in ranks.processes:
-            if proc.is_alive():
-                proc.kill()
-            proc.join()
-        for path in ranks.error_files:  # a rank that raised left its traceback there
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(path)
-    found = sorted(results.get() for _ in range(world_size))
-    results.close()
-    return found
+    return rank, out, [str(w.message) for w in caught]
 
 
 def _check_ddp(world_size, accum_steps, micro_batch_tokens, timeout_s) -> None:
@@ -595,7 +533,7 @@ def ddp_accumulation(
 
     Each rank runs `ddp_accumulate_` on its own `accum_steps` micro-batches, once syncing only
     on the last (`no_sync()` on the others) and once syncing on every micro-step; a comm hook
-    counts the all-reduces. The ranks are CPU processes started with torch.multiprocessing,
+    counts the all-reduces. The ranks are CPU processes started afresh, as torchrun starts them,
     talking over gloo on 127.0.0.1; this process computes the single-process big batch.
 
     Args:
@@ -610,8 +548,8 @@ def ddp_accumulation(
 
     Raises:
         ValueError: an argument below 1, or a non-positive timeout.
-        RuntimeError: this torch has no gloo, or the ranks did not finish in time.
-        torch.multiprocessing.ProcessRaisedException: a rank raised (its traceback included).
+        RuntimeError: this torch has no gloo, a rank raised (its traceback included), or the
+            ranks did not finish in time.
 
     Example:
         >>> ddp_accumulation(world_size=2, accum_steps=4).allreduces_saved
@@ -625,7 +563,9 @@ def ddp_accumulation(
         seed=seed,
         timeout_s=timeout_s,
     )
-    ranks = _launch(world_size, spec)
+    ranks = run_ranks(
+        "gradflow_ref.accumulation:_ddp_rank", world_size, spec, timeout_s, "ddp_accumulation"
+    )
     model = make_model(seed=seed)
     big_batch_grad_(
         model, make_micro_batches([micro_batch_tokens] * (world_size * accum_steps), seed=seed)

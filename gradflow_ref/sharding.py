@@ -9,13 +9,11 @@ FSDP2 step on CPU processes (gloo) and reads what each rank holds.
 
 from __future__ import annotations
 
-import os
-import socket
-import warnings
 from dataclasses import dataclass, replace
 
 import torch
 
+from gradflow_ref._ranks import run_ranks
 from gradflow_ref.memory import MemoryBreakdown, MemoryConfig, training_memory
 
 __all__ = ["STAGES", "FSDPRun", "sharded_memory", "chunk_rows", "predict_fsdp2", "measure_fsdp2"]
@@ -96,22 +94,16 @@ def predict_fsdp2(shapes: list[tuple[int, ...]], n_ranks: int, rank: int) -> FSD
     return FSDPRun(4 * numel, 4 * numel, 8 * numel)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _fsdp2_worker(rank, n_ranks, port, cfg, results):
+def _fsdp2_worker(rank, n_ranks, cfg) -> FSDPRun:
+    """One rank (a process of its own, see gradflow_ref._ranks): an FSDP2 step, its shards."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     from gradflow_ref.memory import GPT
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=n_ranks)
+    dist.init_process_group("gloo")  # rank and world size from the environment
     try:
         torch.manual_seed(0)
         model = GPT(cfg)
@@ -131,47 +123,30 @@ def _fsdp2_worker(rank, n_ranks, port, cfg, results):
 
         params = list(model.parameters())
         states = [opt.state[p][k] for p in params for k in ("exp_avg", "exp_avg_sq")]
-        run = FSDPRun(
+        return FSDPRun(
             sum(nbytes(p) for p in params),
             sum(nbytes(p.grad) for p in params),
             sum(nbytes(s) for s in states),
         )
-        results.put((rank, run))
     finally:
         dist.destroy_process_group()
 
 
-def measure_fsdp2(cfg: MemoryConfig, n_ranks: int = 2) -> list[FSDPRun]:
+def measure_fsdp2(cfg: MemoryConfig, n_ranks: int = 2, timeout_s: float = 180.0) -> list[FSDPRun]:
     """Train one AdamW step of `GPT(cfg)` with FSDP2 on `n_ranks` CPU processes; read each rank.
 
     Each rank runs `fully_shard` on every block and the root over a CPU device mesh (gloo),
     BF16 compute and FP32 gradient reduction, and reports the bytes of its local shards. The
-    ranks are forked where the platform can (Linux: no re-import of the caller's script, so
-    this runs from a script, a notebook or a build alike), spawned elsewhere.
+    ranks are processes of their own, started as torchrun starts them.
 
     Raises:
         TypeError: `cfg` is not a MemoryConfig.
         ValueError: `n_ranks` below 1.
+        RuntimeError: a rank raised (its traceback included) or ran past `timeout_s`.
     """
-    import multiprocessing
-
-    import torch.multiprocessing as mp
-
     if not isinstance(cfg, MemoryConfig):
         raise TypeError(f"measure_fsdp2: `cfg` must be a MemoryConfig, got {type(cfg).__name__}.")
     _check_gpus(n_ranks, "measure_fsdp2")
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    queue = mp.get_context(method).SimpleQueue()
-    with warnings.catch_warnings():
-        # Python 3.12+ warns that fork() in a multi-threaded process may deadlock the child; the
-        # ranks take no lock of the parent's (no CUDA, fresh process group, their own threads)
-        warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks")
-        mp.start_processes(
-            _fsdp2_worker,
-            args=(n_ranks, _free_port(), cfg, queue),
-            nprocs=n_ranks,
-            start_method=method,
-        )
-    found = dict(queue.get() for _ in range(n_ranks))
-    queue.close()
-    return [found[r] for r in range(n_ranks)]
+    return run_ranks(
+        "gradflow_ref.sharding:_fsdp2_worker", n_ranks, cfg, timeout_s, "measure_fsdp2"
+    )

@@ -1,19 +1,14 @@
 # --8<-- [start:imports]
 import contextlib
-import os
-import socket
 
 import matplotlib.pyplot as plt
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn.functional as F
-from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 from gradflow_ref.accumulation import (
     accumulate_grad_,
     big_batch_grad_,
+    ddp_accumulation,
     divisor_bug_update_ratio,
     flat_grad,
     grad_accum_steps,
@@ -150,42 +145,10 @@ def accumulate(model, micro_batches, no_sync=True):
 
 
 # --8<-- [start:ddp_run]
-def count_allreduces(calls, bucket):
-    calls.append(1)
-    return allreduce_hook(None, bucket)
-
-
-def rank_main(rank, world_size, port, accum_steps, results):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world_size)
-    batches = make_micro_batches([8] * (world_size * accum_steps))
-    mine = batches[rank * accum_steps : (rank + 1) * accum_steps]
-    for no_sync in (True, False):
-        model, calls = DDP(make_model()), []
-        model.register_comm_hook(calls, count_allreduces)
-        accumulate(model, mine, no_sync)
-        results.put((rank, no_sync, flat_grad(model.module).tolist(), len(calls)))
-    barrier = dist.barrier(async_op=True)
-    barrier.wait()
-    dist.destroy_process_group()
-
-
-with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
 world_size, accum_steps = 2, 4
-results = mp.get_context("fork").SimpleQueue()
-mp.start_processes(
-    rank_main, (world_size, port, accum_steps, results), world_size, start_method="fork"
-)
-ranks = [results.get() for _ in range(2 * world_size)]
-model = make_model()
-big_batch_grad_(model, make_micro_batches([8] * (world_size * accum_steps)))
-reference = flat_grad(model)
-diff = max(
-    (torch.tensor(g, dtype=torch.float64) - reference).abs().max().item() for *_, g, _ in ranks
-)
-allreduces = {no_sync: calls for _, no_sync, _, calls in ranks}
+ddp = ddp_accumulation(world_size=world_size, accum_steps=accum_steps)
+diff = ddp.max_abs_diff
+allreduces = {True: ddp.allreduces_no_sync, False: ddp.allreduces_sync_every_step}
 print(f"{world_size} ranks x {accum_steps} micro-batches vs one process: max difference {diff:.0e}")
 print(f"all-reduces per step: {allreduces[False]} without no_sync(), {allreduces[True]} with it")
 assert diff < 1e-15 and allreduces == {True: 1, False: accum_steps}

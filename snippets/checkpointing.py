@@ -20,7 +20,7 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 torch.manual_seed(0)
 width, batch = 32, 16
 unit = batch * width * 4
-x = torch.randn(batch, width, device=device)
+x = torch.randn(batch, width).to(device)
 # --8<-- [end:imports]
 
 # --8<-- [start:activation_problem]
@@ -102,7 +102,7 @@ cfg = MemoryConfig(
     n_layers=16, hidden=64, n_heads=4, seq_len=32, micro_batch=2, vocab=96, dropout=False
 )
 gpt = GPT(cfg).to(device)
-h0 = gpt.embed(torch.randint(0, cfg.vocab, (2, 32), device=device)).detach()
+h0 = gpt.embed(torch.randint(0, cfg.vocab, (2, 32)).to(device)).detach()
 cases = {
     "64-layer MLP, no checkpointing": (net, x, lambda i: False),
     "64-layer MLP, every layer": (net, x, lambda i: True),

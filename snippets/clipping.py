@@ -85,7 +85,7 @@ fig.tight_layout()
 model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
 model.to(device)
 optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
-x, y = torch.randn(32, 4, device=device), 100 * torch.randn(32, 1, device=device)
+x, y = torch.randn(32, 4).to(device), 100 * torch.randn(32, 1).to(device)
 
 loss = torch.nn.functional.mse_loss(model(x), y)
 loss.backward()

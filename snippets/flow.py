@@ -29,7 +29,7 @@ assert 0.9 * (0.25 * w) ** 3 < x.grad.item() < (0.25 * w) ** 3
 from gradflow_ref.flow import MLPConfig, build_mlp, gradient_norms
 
 torch.manual_seed(0)
-x = torch.randn(32, 64, device=device)
+x = torch.randn(32, 64).to(device)
 first_to_last = {}
 for activation, init in [("sigmoid", "xavier"), ("relu", "he")]:
     net = build_mlp(MLPConfig(depth=20, width=64, activation=activation, init=init), device=device)
@@ -87,7 +87,7 @@ for width, std in cases:
     net = build_mlp(cfg, device=device)
     w_std = torch.cat([p.flatten() for p in net.parameters()]).std()
     predicted = std * width**0.5 / 2**0.5
-    measured = layer_factors(net, torch.randn(64, width, device=device))[:-1].log().mean().exp()
+    measured = layer_factors(net, torch.randn(64, width).to(device))[:-1].log().mean().exp()
     factors.append(measured.item())
     print(
         f"width {width:>3}  weight std {w_std:.4f}  predicted factor {predicted:.2f}"

@@ -94,10 +94,10 @@ opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 gain = torch.ones(width, device=device)
 outliers = torch.randperm(width)[:4]
 gain[outliers] = 100.0
-teacher = torch.randn(width, width, device=device) / width**0.5
+teacher = torch.randn(width, width).to(device) / width**0.5
 acts, grads = [], []
 for _ in range(12):
-    x = torch.randn(128, width, device=device) * gain
+    x = torch.randn(128, width).to(device) * gain
     loss = torch.nn.functional.mse_loss(model(x), x @ teacher)
     opt.zero_grad()
     loss.backward()
@@ -174,7 +174,7 @@ def train(mode, steps=30):
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp16 + GradScaler": torch.float16}
     low = dtype.get(mode)
     scaler = torch.amp.GradScaler(device, enabled=mode == "fp16 + GradScaler")
-    x = torch.randn(128, 64, device=device)
+    x = torch.randn(128, 64).to(device)
     y = 1e-3 * torch.sin(x[:, :1])
     losses, bad = [], []
     for _ in range(steps):

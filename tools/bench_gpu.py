@@ -502,7 +502,7 @@ def cuda_tests(device, workers=8, timeout=240) -> dict:
         "seconds": seconds,
         "summary": summary,
         "tests": tests,
-        "output_tail": output[-3000:] if code else "",
+        "output_tail": output[-6000:] if code else "",
     }
 
 

@@ -1,0 +1,107 @@
+"""Start ranks as fresh Python processes, as torchrun does, and collect what each returns.
+
+A fresh process rather than a fork: torch refuses autograd in a child forked after the parent
+ran backward on a machine with a GPU, and Windows cannot fork. A fresh process imports nothing
+of the caller's script, so the ranks start alike from a script, a notebook or the site build.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["run_ranks"]
+
+_PACKAGE_PARENT = str(Path(__file__).resolve().parents[1])  # where this gradflow_ref lives
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _loopback_interface() -> str | None:
+    names = [name for _, name in socket.if_nameindex()]
+    return next((n for n in ("lo", "lo0") if n in names), None)
+
+
+def run_ranks(target: str, world_size: int, spec, timeout_s: float, func: str) -> list:
+    """Run `target(rank, world_size, spec)` in `world_size` processes; return their results.
+
+    Args:
+        target: "module:function", importable in a fresh Python (a gradflow_ref function).
+        world_size: processes to start. They find each other through torchrun's environment
+            variables (MASTER_ADDR=127.0.0.1, MASTER_PORT, RANK, WORLD_SIZE), so the target
+            calls `torch.distributed.init_process_group(backend)` with nothing else.
+        spec: any picklable value, handed to every rank.
+        timeout_s: kill every rank still running after this many seconds.
+        func: the public function's name, for the error messages.
+
+    Returns:
+        What each rank's target returned, in rank order.
+
+    Raises:
+        RuntimeError: a rank failed (its traceback is in the message) or ran past `timeout_s`.
+    """
+    with tempfile.TemporaryDirectory(prefix="gradflow-ranks-") as tmp:
+        folder = Path(tmp)
+        (folder / "spec.pkl").write_bytes(pickle.dumps((target, spec)))
+        path = os.pathsep.join(filter(None, [_PACKAGE_PARENT, os.environ.get("PYTHONPATH")]))
+        base = dict(
+            os.environ,
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(_free_port()),
+            WORLD_SIZE=str(world_size),
+            PYTHONPATH=path,
+            OMP_NUM_THREADS="1",
+        )
+        code = "import sys; from gradflow_ref._ranks import _rank_main; _rank_main(sys.argv[1])"
+        ranks = []
+        for rank in range(world_size):
+            with open(folder / f"rank{rank}.err", "wb") as err:
+                ranks.append(
+                    subprocess.Popen(
+                        [sys.executable, "-c", code, tmp],
+                        env=dict(base, RANK=str(rank)),
+                        stdout=subprocess.DEVNULL,
+                        stderr=err,
+                    )
+                )
+        deadline = time.monotonic() + timeout_s
+        try:
+            for proc in ranks:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(
+                f"{func}: the ranks did not finish in timeout_s={timeout_s} seconds and were "
+                "killed; raise `timeout_s` on a loaded machine."
+            ) from None
+        finally:
+            for proc in ranks:
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait()
+        for rank, proc in enumerate(ranks):
+            if proc.returncode != 0:
+                error = (folder / f"rank{rank}.err").read_text(errors="replace")[-4000:]
+                raise RuntimeError(f"{func}: rank {rank} failed:\n{error}")
+        return [pickle.loads((folder / f"rank{r}.pkl").read_bytes()) for r in range(world_size)]
+
+
+def _rank_main(folder: str) -> None:
+    """One rank: run the target named in `folder`/spec.pkl and pickle what it returns."""
+    if (loopback := _loopback_interface()) is not None:
+        os.environ["GLOO_SOCKET_IFNAME"] = loopback  # gloo's data connections on loopback too
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    target, spec = pickle.loads(Path(folder, "spec.pkl").read_bytes())
+    module, name = target.split(":")
+    result = getattr(importlib.import_module(module), name)(rank, world_size, spec)
+    Path(folder, f"rank{rank}.pkl").write_bytes(pickle.dumps(result))

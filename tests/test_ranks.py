@@ -1,0 +1,50 @@
+"""gradflow_ref._ranks: ranks started as fresh processes, their results, errors and deadline."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from gradflow_ref._ranks import run_ranks
+
+
+def _report(rank, world_size, spec):
+    return rank, world_size, spec, os.environ["MASTER_ADDR"], os.environ["RANK"]
+
+
+def _hang(rank, world_size, folder):
+    Path(folder, f"{rank}.pid").write_text(str(os.getpid()))
+    time.sleep(60)
+
+
+def _fail(rank, world_size, spec):
+    raise ValueError(f"rank {rank} fails on purpose")
+
+
+def test_run_ranks_returns_each_ranks_result_in_rank_order():
+    got = run_ranks("tests.test_ranks:_report", 3, {"a": 1}, 60, "test")
+    assert got == [(r, 3, {"a": 1}, "127.0.0.1", str(r)) for r in range(3)]
+
+
+def test_run_ranks_kills_ranks_after_timeout(tmp_path):
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"test: the ranks did not finish in timeout_s=5"):
+        run_ranks("tests.test_ranks:_hang", 2, str(tmp_path), 5, "test")
+    assert time.monotonic() - start < 30
+    pids = [int(p.read_text()) for p in tmp_path.glob("*.pid")]
+    assert len(pids) == 2, "the ranks did not start in time; the test proves nothing"
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_run_ranks_reports_a_rank_error_and_leaves_no_file(monkeypatch, tmp_path):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(RuntimeError, match=r"(?s)test: rank 0 failed:.*fails on purpose"):
+        run_ranks("tests.test_ranks:_fail", 2, None, 60, "test")
+    assert list(tmp_path.iterdir()) == []
