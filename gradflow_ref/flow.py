@@ -161,7 +161,7 @@ def gradient_norms(model: nn.Sequential, x: torch.Tensor, loss=None) -> torch.Te
         for h in handles:
             h.remove()
     return torch.stack(
-        [n if n is not None else torch.tensor(0.0, dtype=torch.float64) for n in norms]
+        [n if n is not None else x.new_zeros((), dtype=torch.float64) for n in norms]
     )
 
 
@@ -186,6 +186,8 @@ def layer_factors(model: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
     norms = gradient_norms(model, x)
     # with loss = out.sum(), the gradient at the output is all ones: its norm is sqrt(numel)
     last = [m for m in model if isinstance(m, nn.Linear)][-1]
-    out_norm = torch.tensor(float(x.shape[0] * last.out_features), dtype=torch.float64).sqrt()
+    out_norm = torch.tensor(
+        float(x.shape[0] * last.out_features), dtype=torch.float64, device=norms.device
+    ).sqrt()
     following = torch.cat([norms[1:], out_norm.reshape(1)])
     return norms / following

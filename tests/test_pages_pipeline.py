@@ -10,7 +10,6 @@ import pytest
 import torch
 from torch import nn
 
-from gradflow_ref.benchmarks import committed_runs
 from gradflow_ref.loss_scaling import GradScaler
 from gradflow_ref.memory import MemoryConfig, training_memory
 from gradflow_ref.pipeline import STAGES, PipelineConfig, Trainer, trace_step
@@ -159,22 +158,3 @@ def test_refusal_returns_grad_scalers_message_and_rejects_a_correct_order():
         page.refusal(["backward", "unscale_", "step", "update"])
 
 
-def test_gpu_runs_are_the_committed_cuda_runs():
-    assert page.gpu_runs() == committed_runs("cuda")
-    assert all(run["device_type"] == "cuda" for run in page.gpu_runs())
-
-
-def test_gpu_table_has_two_rows_per_run_and_nothing_without_runs():
-    assert page.gpu_table([]) == ""
-    run = dict(committed_runs("cpu")[0], device="NVIDIA H100 80GB HBM3", device_type="cuda")
-    run["file"] = "bench-h100.json"
-    run["pipeline"] = {
-        **run["pipeline"],
-        "checkpointing": {**run["pipeline"]["checkpointing"], "peak_bytes": 3 * 2**20},
-        "no_checkpointing": {**run["pipeline"]["no_checkpointing"], "peak_bytes": 5 * 2**20},
-    }
-    text = page.gpu_table([run])
-    assert text.count("NVIDIA H100 80GB HBM3") == 2  # one row with and one without checkpointing
-    ratio = run["precision"]["float32"] / run["precision"]["bfloat16"]
-    assert f"{ratio:.1f}×" in text
-    assert "| 5.0 |" in text and "| 3.0 |" in text  # peak MiB of each row

@@ -2,16 +2,12 @@
 
 `explorer` replays gradflow_ref's `checkpoint_sequential` on small MLPs and records, for every
 layer count and segment count the widget offers, the order in which layers run forward, run
-again and finish backward. `committed` reads the sweeps that `python -m tools.bench_gpu`
-committed under results/: their wall times are not measured when the site is built, and the
-page names the file and machine each comes from.
+again and finish backward. The committed benchmark runs are gradflow_site/pages/gpu.py's.
 """
 
 from __future__ import annotations
 
-import json
 from functools import partial
-from pathlib import Path
 
 import torch
 
@@ -19,19 +15,12 @@ from gradflow_ref.checkpointing import checkpoint_sequential, measure, mlp
 
 __all__ = [
     "MAX_LAYERS",
-    "RESULTS",
-    "committed",
     "explorer",
-    "first_run",
-    "gpu_table",
     "layer_events",
-    "run_label",
     "static_table",
-    "wall_ratio",
     "widget",
 ]
 
-RESULTS = Path(__file__).resolve().parents[2] / "results"
 MAX_LAYERS = 16  # the widget's largest network; every (layers, segments) pair up to it is stored
 
 
@@ -111,70 +100,3 @@ def widget(data: dict) -> str:
     return make_widget("checkpointing", data, static=static_table(data))
 
 
-def committed(results: Path = RESULTS) -> list[dict]:
-    """Return the committed benchmark runs (results/bench-*.json), each with its file name."""
-    runs = []
-    for path in sorted(results.glob("bench-*.json")):
-        run = json.loads(path.read_text(encoding="utf-8"))
-        if "checkpointing" not in run:
-            raise ValueError(
-                f"committed: {path.name} has no 'checkpointing' sweep; rerun "
-                "`python -m tools.bench_gpu` to write a complete result."
-            )
-        runs.append(dict(run, file=path.name))
-    return runs
-
-
-def first_run(runs: list[dict], device_type: str) -> dict:
-    """Return the first committed run on `device_type` ("cpu" or "cuda").
-
-    Raises:
-        ValueError: no committed run is on `device_type`.
-    """
-    for run in runs:
-        if run["device_type"] == device_type:
-            return run
-    raise ValueError(
-        f"first_run: no committed result for device_type {device_type!r}; run "
-        f"`python -m tools.bench_gpu` on such a device and commit its JSON."
-    )
-
-
-def wall_ratio(run: dict, k: int = 8) -> float:
-    """Return the step time with segments of `k` layers over the time without checkpointing."""
-    rows = {row["k"]: row for row in run["checkpointing"]["rows"]}
-    n = run["checkpointing"]["n_layers"]
-    return rows[k]["seconds"] / rows[n]["seconds"]
-
-
-def run_label(run: dict) -> str:
-    """Return where and when a committed run was measured, e.g. "Intel(R) ..., 1 thread, ..."."""
-    threads = run.get("cpu_threads")
-    parts = [run["device"]]
-    if threads is not None and run["device_type"] == "cpu":
-        parts.append(f"{threads} thread" + ("" if threads == 1 else "s"))
-    parts += [f"torch {run['torch']}", run["date"], f"results/{run['file']}"]
-    return ", ".join(parts)
-
-
-def gpu_table(runs: list[dict]) -> str:
-    """Return one Markdown table per committed GPU sweep (peak memory, time), or ""."""
-    from gradflow_site.render import table
-
-    out = []
-    for run in runs:
-        if run["device_type"] != "cuda":
-            continue
-        rows = [
-            [
-                r["k"],
-                f"{r['peak_bytes'] / 2**20:.1f}",
-                f"{r['saved_activations']:.1f}",
-                r["recomputed"],
-                f"{r['seconds'] * 1e3:.2f}",
-            ]
-            for r in run["checkpointing"]["rows"]
-        ]
-        headers = ["K", "peak MiB", "activations held", "recomputed", "ms per step"]
-        out.append(f"{run_label(run)}:\n\n" + table(headers, rows, align="rrrrr"))
-    return "\n\n".join(out)

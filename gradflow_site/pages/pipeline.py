@@ -3,8 +3,7 @@
 `stage_widget` traces one `Trainer.step` per switch combination (precision, accumulation,
 checkpointing) with gradflow_ref.pipeline.trace_step and writes what each stage did in that run.
 `memory_widget` builds the calculator's presets and precision layouts (Trainer's layout first)
-from gradflow_ref.memory, plus the sharding payload of gradflow_site.pages.memory. `gpu_table`
-tables the pipeline figures of the committed `python -m tools.bench_gpu` runs on CUDA.
+from gradflow_ref.memory, plus the sharding payload of gradflow_site.pages.memory.
 """
 
 from __future__ import annotations
@@ -17,12 +16,10 @@ import markdown
 import torch
 from torch import nn
 
-from gradflow_ref.benchmarks import committed_runs
 from gradflow_ref.checkpointing import SavedTensorMeter, checkpoint_sequential
 from gradflow_ref.loss_scaling import GradScaler
 from gradflow_ref.memory import MemoryConfig, parameter_count, training_memory
 from gradflow_ref.pipeline import PipelineConfig, Trainer, trace_step
-from gradflow_site.pages.checkpointing import run_label
 from gradflow_site.pages.memory import sharding_data
 from gradflow_site.render import build_machine, table
 from gradflow_site.widgets import widget
@@ -33,8 +30,6 @@ __all__ = [
     "TRAINER_PRECISION",
     "build_machine",
     "bytes_per_param",
-    "gpu_runs",
-    "gpu_table",
     "layout_sizes",
     "memory_data",
     "memory_widget",
@@ -319,33 +314,3 @@ def memory_widget(data: dict) -> str:
         table([*headers, "Checkpointed (GB)"], rows, "llrrr"), extensions=["tables"]
     )
     return widget("memory", data, static=static)
-
-
-# ---------------------------------------------------------------- committed GPU runs
-
-
-def gpu_runs() -> list[dict]:
-    """Return the committed benchmark runs made on CUDA (gradflow_ref.benchmarks)."""
-    return committed_runs("cuda")
-
-
-def gpu_table(runs: list[dict]) -> str:
-    """Return a Markdown table of the pipeline figures of `runs` (CUDA runs), or "" if none."""
-    rows = []
-    for run in runs:
-        step, prec = run["pipeline"], run["precision"]
-        for key in ("no_checkpointing", "checkpointing"):
-            rows.append(
-                [
-                    run_label(run),
-                    f"{step['depth']} × {step['width']}, {step['micro_batches']} × {step['rows']}",
-                    key.replace("_", " "),
-                    f"{step[key]['step_seconds'] * 1e3:.2f}",
-                    f"{step[key]['peak_bytes'] / 2**20:.1f}",
-                    f"{prec['float32'] / prec['bfloat16']:.1f}×",
-                ]
-            )
-    if not rows:
-        return ""
-    headers = ["Run", "Layers × width, micro-batches × rows", "", "ms per step", "peak MiB"]
-    return table([*headers, "FP32 / BF16 time"], rows, "lllrrr")
