@@ -51,5 +51,3 @@ def test_static_table_lists_one_row_per_segment_count():
     html = page.static_table(data, n_layers=4)
     assert html.count("<tr>") == 1 + 3  # header, segments 1, 2 and 4
     assert f'<td style="text-align: right;">{data["runs"]["4/2"]["held"]}</td>' in html
-
-

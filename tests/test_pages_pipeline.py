@@ -156,5 +156,3 @@ def test_refusal_returns_grad_scalers_message_and_rejects_a_correct_order():
     assert page.refusal(["backward", "unscale_", "unscale_"]) == str(err.value)
     with pytest.raises(ValueError, match="refusal"):
         page.refusal(["backward", "unscale_", "step", "update"])
-
-

@@ -98,5 +98,3 @@ def widget(data: dict) -> str:
     from gradflow_site.widgets import widget as make_widget
 
     return make_widget("checkpointing", data, static=static_table(data))
-
-
