@@ -2,7 +2,7 @@
 
 `costs` runs the cost sections of snippets/cheatsheet.py (the code the page shows under "How the
 costs were measured") in a namespace of its own, so the decision table at the top of the page
-quotes exactly what that code computes. The committed speeds are gradflow_site/pages/gpu.py's.
+quotes exactly what that code computes. The committed speeds are gradflow_site/pages/bench.py's.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 `explorer` replays gradflow_ref's `checkpoint_sequential` on small MLPs and records, for every
 layer count and segment count the widget offers, the order in which layers run forward, run
-again and finish backward. The committed benchmark runs are gradflow_site/pages/gpu.py's.
+again and finish backward. The committed benchmark runs are gradflow_site/pages/bench.py's.
 """
 
 from __future__ import annotations
