@@ -1,6 +1,6 @@
 """Training-memory calculator: weights, master weights, gradients, optimizer states, activations.
 
-Taught in docs/pipeline.md. Activations follow Korthikanti et al. 2022, "Reducing Activation
+Taught in docs/memory.md. Activations follow Korthikanti et al. 2022, "Reducing Activation
 Recomputation in Large Transformer Models" (arXiv:2205.05198): sbh(34 + 5as/h) bytes per layer
 for 16-bit activations with dropout. `GPT` is the layer layout that formula counts, small enough
 to measure on a CPU.
@@ -38,12 +38,15 @@ class MemoryConfig:
     micro_batch: int = 1  # sequences per micro-batch, b
     vocab: int = 50257  # vocabulary size, v
     n_params: int | None = None  # parameter count; None derives it from the shape (GPT layout)
-    param_dtype: torch.dtype = torch.bfloat16  # weights the forward and backward use
-    master_dtype: torch.dtype | None = torch.float32  # master copy for the update; None: no copy
-    grad_dtype: torch.dtype = torch.bfloat16  # gradients
+    # the default layout is torch.autocast's: FP32 parameters, which are the master weights
+    # (autocast casts them to BF16 inside each matmul), and FP32 gradients
+    param_dtype: torch.dtype = torch.float32  # parameters the optimizer updates
+    master_dtype: torch.dtype | None = None  # a separate master copy (Trainer's: FP32); None: none
+    grad_dtype: torch.dtype = torch.float32  # gradients
     optimizer: str = "adamw"  # "adamw"/"adam" (2 states), "sgd_momentum" (1), "sgd" (0)
     state_dtype: torch.dtype = torch.float32  # optimizer states
-    activation_dtype: torch.dtype = torch.bfloat16  # activations saved for backward
+    activation_dtype: torch.dtype = torch.bfloat16  # activations saved for backward (2 bytes
+    # counts what a BF16 model keeps; under autocast some ops keep FP32 outputs, so more)
     dropout: bool = True  # dropout layers present: their masks and outputs are stored
     mask_bytes: int = 1  # per dropout-mask element: 1 = CUDA's bool mask; CPU keeps the dtype's
     stores_scores: bool = True  # attention keeps its a*s*s scores (False: fused/flash attention)

@@ -1,10 +1,10 @@
 """ZeRO and FSDP: which training state each of N GPUs holds, predicted and measured.
 
-Taught in docs/pipeline.md ("When the model does not fit"). Rajbhandari et al. 2020, "ZeRO:
-Memory Optimizations Toward Training Trillion Parameter Models" (arXiv:1910.02054): stage 1
-shards optimizer states (with the FP32 master weights), stage 2 also gradients, stage 3 also
-the weights; FSDP (`torch.distributed.fsdp.fully_shard`) is stage 3. `measure_fsdp2` runs a real
-FSDP2 step on CPU processes (gloo) and reads what each rank holds.
+Taught in docs/memory.md. Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training
+Trillion Parameter Models" (arXiv:1910.02054): stage 1 shards optimizer states (with any master
+weights), stage 2 also gradients, stage 3 also the weights; FSDP2 (`fully_shard`) with
+reshard_after_forward=True (its default) is stage 3. `measure_fsdp2` runs `fsdp2_step`, a real
+FSDP2 step, on CPU processes (gloo) and reads what each rank holds.
 """
 
 from __future__ import annotations
@@ -16,7 +16,15 @@ import torch
 from gradflow_ref._ranks import run_ranks
 from gradflow_ref.memory import MemoryBreakdown, MemoryConfig, training_memory
 
-__all__ = ["STAGES", "FSDPRun", "sharded_memory", "chunk_rows", "predict_fsdp2", "measure_fsdp2"]
+__all__ = [
+    "STAGES",
+    "FSDPRun",
+    "sharded_memory",
+    "chunk_rows",
+    "predict_fsdp2",
+    "fsdp2_step",
+    "measure_fsdp2",
+]
 
 # what each stage shards across the data-parallel GPUs (activations are never sharded)
 STAGES = {
@@ -94,20 +102,24 @@ def predict_fsdp2(shapes: list[tuple[int, ...]], n_ranks: int, rank: int) -> FSD
     return FSDPRun(4 * numel, 4 * numel, 8 * numel)
 
 
-def _fsdp2_worker(rank, n_ranks, cfg) -> FSDPRun:
-    """One rank (a process of its own, see gradflow_ref._ranks): an FSDP2 step, its shards."""
+def fsdp2_step(rank: int, world_size: int, cfg: MemoryConfig) -> FSDPRun:
+    """Run one rank of an FSDP2 training step of `GPT(cfg)` on the CPU; return its shard bytes.
+
+    The rank joins the process group from torchrun's environment variables (RANK, WORLD_SIZE,
+    MASTER_ADDR, MASTER_PORT), shards every block and then the root with `fully_shard` (BF16
+    compute, FP32 gradient reduction), takes one AdamW step and reads its local shards.
+    """
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     from gradflow_ref.memory import GPT
 
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo")  # rank and world size from the environment
+    dist.init_process_group("gloo")  # "nccl" on GPUs
     try:
-        torch.manual_seed(0)
+        torch.manual_seed(0)  # every rank builds the same model
         model = GPT(cfg)
-        mesh = init_device_mesh("cpu", (n_ranks,))
+        mesh = init_device_mesh("cpu", (world_size,))  # "cuda" on GPUs
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         for block in model.layers:
             fully_shard(block, mesh=mesh, mp_policy=policy)
@@ -117,16 +129,13 @@ def _fsdp2_worker(rank, n_ranks, cfg) -> FSDPRun:
         model(tokens[:, :-1], tokens[:, 1:]).backward()
         opt.step()
 
-        def nbytes(t):
-            local = t.to_local()
-            return local.numel() * local.element_size()
+        def local_bytes(tensors):  # each DTensor's shard on this rank
+            return sum(t.to_local().numel() * t.element_size() for t in tensors)
 
         params = list(model.parameters())
         states = [opt.state[p][k] for p in params for k in ("exp_avg", "exp_avg_sq")]
         return FSDPRun(
-            sum(nbytes(p) for p in params),
-            sum(nbytes(p.grad) for p in params),
-            sum(nbytes(s) for s in states),
+            local_bytes(params), local_bytes(p.grad for p in params), local_bytes(states)
         )
     finally:
         dist.destroy_process_group()
@@ -135,9 +144,9 @@ def _fsdp2_worker(rank, n_ranks, cfg) -> FSDPRun:
 def measure_fsdp2(cfg: MemoryConfig, n_ranks: int = 2, timeout_s: float = 180.0) -> list[FSDPRun]:
     """Train one AdamW step of `GPT(cfg)` with FSDP2 on `n_ranks` CPU processes; read each rank.
 
-    Each rank runs `fully_shard` on every block and the root over a CPU device mesh (gloo),
-    BF16 compute and FP32 gradient reduction, and reports the bytes of its local shards. The
-    ranks are processes of their own, started as torchrun starts them.
+    Each rank runs `fsdp2_step`: `fully_shard` on every block and the root over a CPU device
+    mesh (gloo), BF16 compute and FP32 gradient reduction, and reports the bytes of its local
+    shards. The ranks are processes of their own, started as torchrun starts them.
 
     Raises:
         TypeError: `cfg` is not a MemoryConfig.
@@ -147,6 +156,4 @@ def measure_fsdp2(cfg: MemoryConfig, n_ranks: int = 2, timeout_s: float = 180.0)
     if not isinstance(cfg, MemoryConfig):
         raise TypeError(f"measure_fsdp2: `cfg` must be a MemoryConfig, got {type(cfg).__name__}.")
     _check_gpus(n_ranks, "measure_fsdp2")
-    return run_ranks(
-        "gradflow_ref.sharding:_fsdp2_worker", n_ranks, cfg, timeout_s, "measure_fsdp2"
-    )
+    return run_ranks("gradflow_ref.sharding:fsdp2_step", n_ranks, cfg, timeout_s, "measure_fsdp2")

@@ -43,8 +43,8 @@ def test_parameter_count_matches_gpt_module():
     assert parameter_count(cfg) == sum(p.numel() for p in model.parameters())
 
 
-def test_training_memory_state_matches_real_tensors():
-    cfg, model, idx, targets = _small()
+def test_training_memory_state_matches_real_tensors_of_a_bf16_model_with_masters():
+    cfg, model, idx, targets = _small(master_dtype=torch.float32)  # Trainer's layout
     model(idx, targets).backward()
     masters = [p.detach().float().requires_grad_(True) for p in model.parameters()]
     for m, p in zip(masters, model.parameters()):
@@ -55,8 +55,25 @@ def test_training_memory_state_matches_real_tensors():
     want = training_memory(cfg)
     assert want.weights == _nbytes(model.parameters())
     assert want.master_weights == _nbytes(masters)
-    assert want.gradients == _nbytes(p.grad for p in model.parameters())
+    assert want.gradients == _nbytes(m.grad for m in masters)
     assert want.optimizer_states == _nbytes(states)  # exp_avg, exp_avg_sq; not the step counters
+
+
+def test_training_memory_state_matches_real_tensors_under_autocast():
+    cfg, _, idx, targets = _small()
+    cfg = MemoryConfig(**(vars(cfg) | {"param_dtype": torch.float32}))  # the default layout
+    torch.manual_seed(0)
+    model = GPT(cfg)  # FP32 parameters: they are the master weights
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(idx, targets)
+    loss.backward()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt.step()
+    states = [t for s in opt.state.values() for k, t in s.items() if k != "step"]
+    want = training_memory(cfg)
+    assert want.weights == _nbytes(model.parameters()) and want.master_weights == 0
+    assert want.gradients == _nbytes(p.grad for p in model.parameters())
+    assert want.optimizer_states == _nbytes(states)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
@@ -90,15 +107,16 @@ def test_layer_activation_bytes_is_korthikanti_formula():
     assert activation_bytes(cfg, "none") - activation_bytes(cfg, "selective") == scores
 
 
-def test_training_memory_is_16_bytes_per_parameter_for_mixed_adamw():
-    m = training_memory(MemoryConfig(n_params=7_000_000_000))
-    assert (m.weights, m.master_weights, m.gradients, m.optimizer_states) == (
-        14e9,
-        28e9,
-        14e9,
-        56e9,
-    )
+def test_training_memory_is_16_bytes_per_parameter_for_autocast_adamw():
+    m = training_memory(MemoryConfig(n_params=7_000_000_000))  # FP32 params, grads, two moments
+    assert (m.weights, m.master_weights, m.gradients, m.optimizer_states) == (28e9, 0, 28e9, 56e9)
     assert m.total == 112e9 + m.activations
+
+
+def test_training_memory_is_18_bytes_per_parameter_for_trainers_layout():
+    layout = dict(param_dtype=torch.bfloat16, master_dtype=torch.float32)
+    m = training_memory(MemoryConfig(n_params=1000, **layout))
+    assert m.total - m.activations == 18 * 1000  # BF16 weights, FP32 masters, grads, moments
 
 
 @pytest.mark.parametrize(("optimizer", "states"), [("adamw", 2), ("sgd_momentum", 1), ("sgd", 0)])

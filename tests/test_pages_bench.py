@@ -105,3 +105,15 @@ def test_memory_gaps_compare_measured_with_predicted(gpu_run):
     auto = gpu_run["memory_check"]["autocast_bf16"]
     want = auto["measured_forward_held_bytes"] / auto["predicted"]["activations"]
     assert gaps["autocast"] == want
+
+
+def test_selective_extra_is_per_block_difference_from_whole_blocks(gpu_run):
+    rows = gpu_run["gpt_checkpointing"]["rows"]
+    extra = rows["selective"]["forward_held_bytes"] - rows["block"]["forward_held_bytes"]
+    want = extra / 2**20 / gpu_run["gpt"]["n_layers"]
+    assert bench.selective_extra_mib(gpu_run) == pytest.approx(want, rel=1e-12)
+
+
+def test_linear_outputs_are_nine_hidden_widths_per_token():
+    run = {"gpt": {"hidden": 4, "seq_len": 8, "micro_batch": 2}}
+    assert bench.linear_outputs_mib(run, itemsize=2) == 9 * 4 * 8 * 2 * 2 / 2**20

@@ -11,9 +11,7 @@ import torch
 from torch import nn
 
 from gradflow_ref.loss_scaling import GradScaler
-from gradflow_ref.memory import MemoryConfig, training_memory
 from gradflow_ref.pipeline import STAGES, PipelineConfig, Trainer, trace_step
-from gradflow_site.pages import memory as endgame
 from gradflow_site.pages import pipeline as page
 from tests._site import ROOT
 
@@ -39,63 +37,6 @@ def widget_data(markup: str) -> dict:
     found = re.search(r'data-gf-data="([^"]*)"', markup)
     assert found, "no widget data in the markup"
     return json.loads(html.unescape(found.group(1)))
-
-
-def test_memory_data_opens_on_trainers_layout():
-    data = page.memory_data(SHAPE)
-    key = data["defaults"]["precision"]
-    assert key == page.TRAINER_PRECISION
-    layout = {k: v for k, v in data["precisions"][key].items() if k != "label"}
-    # Trainer: BF16 weights for compute, FP32 masters, FP32 gradients on them, FP32 AdamW states
-    assert layout == {
-        "param_dtype": "bfloat16",
-        "master_dtype": "float32",
-        "grad_dtype": "float32",
-        "state_dtype": "float32",
-        "activation_dtype": "bfloat16",
-    }
-    trainer = Trainer(nn.Sequential(nn.Linear(2, 2)))
-    assert trainer.master.params[0].dtype == torch.float32
-    assert trainer.model[0].weight.dtype == torch.bfloat16
-    seven = next(p for p in data["presets"] if p["name"] == data["defaults"]["preset"])
-    opened = {
-        k: seven[k] for k in ("n_params", "n_layers", "hidden", "n_heads", "seq_len", "vocab")
-    }
-    opened |= {k: DTYPES[v] if v else None for k, v in layout.items()}
-    opened |= {k: data["defaults"][k] for k in ("micro_batch", "stores_scores", "dropout")}
-    page_budget = training_memory(MemoryConfig(**SHAPE, grad_dtype=torch.float32))
-    assert training_memory(MemoryConfig(**opened)) == page_budget
-
-
-def test_memory_data_carries_the_sharding_payload():
-    assert page.memory_data(SHAPE)["sharding"] == endgame.sharding_data()
-
-
-def test_memory_data_rejects_a_shape_other_than_the_7b_preset():
-    with pytest.raises(ValueError, match="7B preset"):
-        page.memory_data(SHAPE | {"hidden": 4000})
-
-
-def test_bytes_per_param_adds_the_itemsizes_of_each_layout():
-    got = page.bytes_per_param(SHAPE)
-    for key, (_, param, master, grad, state, _) in page.MEMORY_PRECISIONS.items():
-        want = param.itemsize + (master.itemsize if master else 0) + grad.itemsize
-        assert got[key] == want + 2 * state.itemsize, key  # AdamW: two states
-    assert (got["mixed_fp32_grads"], got["mixed_bf16"], got["fp32"]) == (18, 16, 16)
-
-
-def test_layout_sizes_names_every_preset():
-    text = page.layout_sizes(page.memory_data(SHAPE))
-    assert [m.group(1) for m in re.finditer(r"\((\w+(?:\.\d)?[MB])\)", text)] == list(
-        page.MEMORY_PRESETS
-    )
-
-
-def test_memory_widget_is_the_memory_calculator_with_a_static_table():
-    markup = page.memory_widget(page.memory_data(SHAPE))
-    assert 'data-gf-widget="memory"' in markup
-    assert "FP32 masters and grads (Trainer)" in markup
-    assert widget_data(markup)["defaults"]["precision"] == page.TRAINER_PRECISION
 
 
 def test_trace_combinations_match_trace_step():
@@ -156,3 +97,23 @@ def test_refusal_returns_grad_scalers_message_and_rejects_a_correct_order():
     assert page.refusal(["backward", "unscale_", "unscale_"]) == str(err.value)
     with pytest.raises(ValueError, match="refusal"):
         page.refusal(["backward", "unscale_", "step", "update"])
+
+
+@pytest.mark.parametrize("weight", [0.02, 1.0, 3.0, -0.02, 1e-3])
+def test_bf16_spacing_is_the_gap_to_the_next_bf16_number(weight):
+    gap = page.bf16_spacing(weight)
+    w = torch.tensor(weight, dtype=torch.bfloat16)
+    assert float(w) == weight or weight in (0.02, -0.02, 1e-3)  # 0.02 and 1e-3 round
+    up = torch.tensor(abs(float(w)), dtype=torch.bfloat16)
+    assert float(up + torch.tensor(0.49 * gap, dtype=torch.bfloat16)) == float(up)
+    assert float(up + torch.tensor(0.51 * gap, dtype=torch.bfloat16)) > float(up)
+
+
+def test_bf16_spacing_rejects_zero():
+    with pytest.raises(ValueError, match="`weight` must be finite and nonzero"):
+        page.bf16_spacing(0.0)
+
+
+def test_spread_gives_lowest_and_highest():
+    assert page.spread([1.296, 1.291, 1.293]) == "1.291–1.296"
+    assert page.spread([0.5]) == "0.500"

@@ -1,4 +1,4 @@
-"""The memory calculator's sharding (chapter 7): GF.logic.memory.sharded against gradflow_ref."""
+"""The memory calculator's sharding (chapter 7b): GF.logic.memory.sharded against gradflow_ref."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def as_torch(cfg: dict) -> dict:
 
 
 def test_sharded_matches_gradflow_ref_to_the_byte(browser, server):
-    with open_page(browser, server, "pipeline/") as (page, record):
+    with open_page(browser, server, "memory/") as (page, record):
         for cfg in CONFIGS:
             for n in (1, 3, 8, 1024):
                 for stage in range(4):
@@ -47,7 +47,7 @@ def test_sharded_matches_gradflow_ref_to_the_byte(browser, server):
 
 
 def test_calculator_says_whether_one_gpus_share_fits(browser, server):
-    with open_page(browser, server, "pipeline/") as (page, record):
+    with open_page(browser, server, "memory/") as (page, record):
         widget = page.locator('[data-gf-widget="memory"]')
         widget.get_by_label("Preset").select_option("13B")
         widget.get_by_label("Checkpointing").select_option("full")

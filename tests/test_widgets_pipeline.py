@@ -1,5 +1,5 @@
-"""The two widgets of docs/pipeline.md in chromium: the traced training step and the memory
-calculator, held against gradflow_ref (trace_step, training_memory) computed here."""
+"""The traced training step (docs/pipeline.md) and the memory calculator (docs/memory.md) in
+chromium, held against gradflow_ref (trace_step, training_memory) computed here."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tests._browser import open_page
 pytestmark = [pytest.mark.build, pytest.mark.browser]
 
 PAGE = "pipeline/"
+MEMORY_PAGE = "memory/"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -122,11 +123,12 @@ def _sampled_configs(data):
 
 
 def test_memory_logic_breakdown_equals_training_memory_to_the_byte(browser, server):
-    with open_page(browser, server, PAGE) as (page, _):
-        configs = _sampled_configs(_data(page, "memory"))
+    with open_page(browser, server, MEMORY_PAGE) as (page, _):
+        data = _data(page, "memory")
+        data_precisions, configs = data["precisions"], _sampled_configs(data)
         got = page.evaluate("cs => cs.map(c => GF.logic.memory.breakdown(c))", configs)
         counts = page.evaluate("cs => cs.map(c => GF.logic.memory.parameterCount(c))", configs)
-    assert len(configs) == 60
+    assert len(configs) == len(data_precisions) * 4 * 3
     for cfg, js, n in zip(configs, got, counts):
         python = training_memory(_memory_config(cfg))
         assert js == python.as_dict(), cfg
@@ -142,7 +144,7 @@ def _table(fig) -> dict[str, int]:
 
 
 def test_memory_widget_recomputes_the_table_from_its_controls(browser, server):
-    with open_page(browser, server, PAGE) as (page, record):
+    with open_page(browser, server, MEMORY_PAGE) as (page, record):
         data = _data(page, "memory")
         fig = page.locator('[data-gf-widget="memory"]')
         preset = next(p for p in data["presets"] if p["name"] == "70B")

@@ -21,6 +21,8 @@ __all__ = [
     "sweep_ratio",
     "gib",
     "memory_gaps",
+    "selective_extra_mib",
+    "linear_outputs_mib",
     "step_table",
     "checkpoint_table",
     "mlp_table",
@@ -133,6 +135,19 @@ def memory_gaps(r: dict) -> dict:
         "activation_mib": max(gaps),
         "autocast": auto["measured_forward_held_bytes"] / auto["predicted"]["activations"],
     }
+
+
+def selective_extra_mib(r: dict) -> float:
+    """MiB per block that the selective policy held beyond checkpointing whole blocks, in `r`."""
+    extra = gib(r, "gpt_checkpointing", "selective") - gib(r, "gpt_checkpointing", "block")
+    return extra * GIB / MIB / r["gpt"]["n_layers"]
+
+
+def linear_outputs_mib(r: dict, itemsize: int = 2) -> float:
+    """MiB of one block's linear-layer outputs in `r`'s GPT: 9h values per token (3h for Q, K
+    and V, h for the output projection, 4h and h for the MLP), `itemsize` bytes each."""
+    g = r["gpt"]
+    return 9 * g["hidden"] * g["seq_len"] * g["micro_batch"] * itemsize / MIB
 
 
 def sweep_ratio(r: dict, k: int) -> float:

@@ -1,16 +1,14 @@
-"""Build side of docs/pipeline.md: the traced-step widget, the memory calculator, GPU runs.
+"""Build side of docs/pipeline.md: the traced-step widget and the GradScaler facts it quotes.
 
 `stage_widget` traces one `Trainer.step` per switch combination (precision, accumulation,
 checkpointing) with gradflow_ref.pipeline.trace_step and writes what each stage did in that run.
-`memory_widget` builds the calculator's presets and precision layouts (Trainer's layout first)
-from gradflow_ref.memory, plus the sharding payload of gradflow_site.pages.memory.
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
-from dataclasses import fields
 
 import markdown
 import torch
@@ -18,54 +16,39 @@ from torch import nn
 
 from gradflow_ref.checkpointing import SavedTensorMeter, checkpoint_sequential
 from gradflow_ref.loss_scaling import GradScaler
-from gradflow_ref.memory import MemoryConfig, parameter_count, training_memory
 from gradflow_ref.pipeline import PipelineConfig, Trainer, trace_step
-from gradflow_site.pages.memory import sharding_data
 from gradflow_site.render import build_machine, table
 from gradflow_site.widgets import widget
 
 __all__ = [
-    "MEMORY_PRECISIONS",
-    "MEMORY_PRESETS",
-    "TRAINER_PRECISION",
+    "bf16_spacing",
     "build_machine",
-    "bytes_per_param",
-    "layout_sizes",
-    "memory_data",
-    "memory_widget",
     "refusal",
+    "spread",
     "scaler_default",
     "stage_widget",
     "trace_combinations",
 ]
 
-GB = 1e9
-f32, b16, f16 = torch.float32, torch.bfloat16, torch.float16
-MEMORY_PRESETS = {  # nominal parameter count and a transformer shape of that size
-    "125M": (125_000_000, dict(n_layers=12, hidden=768, n_heads=12, seq_len=2048, vocab=50257)),
-    "1.3B": (1_300_000_000, dict(n_layers=24, hidden=2048, n_heads=16, seq_len=2048, vocab=50257)),
-    "7B": (7_000_000_000, dict(n_layers=32, hidden=4096, n_heads=32, seq_len=4096, vocab=32000)),
-    "13B": (13_000_000_000, dict(n_layers=40, hidden=5120, n_heads=40, seq_len=4096, vocab=32000)),
-    "70B": (70_000_000_000, dict(n_layers=80, hidden=8192, n_heads=64, seq_len=4096, vocab=32000)),
-}
-# label, then param, master, grad, optimizer-state, activation dtypes (keys: the widget's contract)
-MEMORY_PRECISIONS = {
-    "mixed_fp32_grads": ("BF16 mixed, FP32 masters and grads (Trainer)", b16, f32, f32, f32, b16),
-    "mixed_bf16": ("BF16 mixed, FP32 master weights, BF16 gradients", b16, f32, b16, f32, b16),
-    "mixed_fp16": ("FP16 mixed, FP32 master weights, FP16 gradients", f16, f32, f16, f32, f16),
-    "fp32": ("FP32 throughout", f32, None, f32, f32, f32),
-    "pure_bf16": ("Pure BF16, no master copy", b16, None, b16, b16, b16),
-}  # fmt: skip
-TRAINER_PRECISION = "mixed_fp32_grads"  # what gradflow_ref.pipeline.Trainer keeps
-DTYPE_FIELDS = ("param_dtype", "master_dtype", "grad_dtype", "state_dtype", "activation_dtype")
+
+def bf16_spacing(weight: float) -> float:
+    """Return the gap between `weight` (nonzero, normal) and the next larger BF16 number.
+
+    BF16 keeps 8 significant bits, so in [2^e, 2^(e+1)) its numbers are 2^(e-7) apart; an update
+    below half that gap leaves a BF16 weight unchanged.
+
+    Raises:
+        ValueError: `weight` is zero or not finite.
+    """
+    if not math.isfinite(weight) or weight == 0:
+        raise ValueError(f"bf16_spacing: `weight` must be finite and nonzero, got {weight!r}.")
+    return 2.0 ** (math.floor(math.log2(abs(weight))) - 7)
 
 
-def _dtype_name(dtype: torch.dtype | None) -> str | None:
-    return None if dtype is None else str(dtype).removeprefix("torch.")
-
-
-def _layout(key: str) -> dict:
-    return dict(zip(DTYPE_FIELDS, MEMORY_PRECISIONS[key][1:]))
+def spread(values) -> str:
+    """Return the lowest and highest of `values`, e.g. "1.291–1.296" (one value: "1.291")."""
+    low, high = min(values), max(values)
+    return f"{low:.3f}" if f"{low:.3f}" == f"{high:.3f}" else f"{low:.3f}–{high:.3f}"
 
 
 # ---------------------------------------------------------------- the traced step, stage by stage
@@ -211,106 +194,3 @@ def stage_widget(
     )
     data = {"combos": combos, "segments": segments}
     return widget("pipeline", data, static=static)
-
-
-# ---------------------------------------------------------------- the memory calculator
-
-
-def memory_data(shape: dict) -> dict:
-    """Return the calculator's payload: presets, precision layouts, defaults, sharding.
-
-    `shape` is the page's 7B configuration (MemoryConfig fields); the 7B preset must agree
-    with it, and the calculator opens on it in Trainer's layout.
-
-    Raises:
-        ValueError: a preset's shape is more than 10% off its nominal size, or the 7B preset
-            differs from `shape`.
-    """
-    presets = []
-    for name, (nominal, preset_shape) in MEMORY_PRESETS.items():
-        layout = parameter_count(MemoryConfig(**preset_shape))
-        if abs(layout / nominal - 1) >= 0.1:
-            raise ValueError(f"memory_data: preset {name} lays out {layout:,} parameters.")
-        presets.append({"name": name, "n_params": nominal, "layout_params": layout, **preset_shape})
-    nominal, seven = MEMORY_PRESETS["7B"]
-    if {k: shape.get(k) for k in seven} != seven or shape.get("n_params") != nominal:
-        raise ValueError(f"memory_data: the 7B preset {seven} differs from `shape` {shape}.")
-    return {
-        "presets": presets,
-        "precisions": {
-            key: {"label": label} | {f: _dtype_name(d) for f, d in zip(DTYPE_FIELDS, dtypes)}
-            for key, (label, *dtypes) in MEMORY_PRECISIONS.items()
-        },
-        "itemsize": {_dtype_name(d): d.itemsize for d in (f32, b16, f16)},
-        "config": {
-            f.name: _dtype_name(f.default) if isinstance(f.default, torch.dtype) else f.default
-            for f in fields(MemoryConfig)
-        },
-        "states": {  # optimizer states per parameter, read back from the calculator
-            opt: training_memory(MemoryConfig(n_params=1, optimizer=opt)).optimizer_states
-            // MemoryConfig.state_dtype.itemsize
-            for opt in ("adamw", "adam", "sgd_momentum", "sgd")
-        },
-        "defaults": {
-            "preset": "7B",
-            "precision": TRAINER_PRECISION,
-            "optimizer": "adamw",
-            "checkpointing": "none",
-            "micro_batch": shape.get("micro_batch", 1),
-            "stores_scores": shape["stores_scores"],
-            "dropout": shape["dropout"],
-            "mask_bytes": MemoryConfig.mask_bytes,
-        },
-        "sharding": sharding_data(),
-    }
-
-
-def bytes_per_param(shape: dict) -> dict[str, int]:
-    """Return the model state (all but activations) per parameter of each precision layout."""
-    out = {}
-    for key in MEMORY_PRECISIONS:
-        m = training_memory(MemoryConfig(**shape | _layout(key)))
-        out[key] = (m.total - m.activations) // shape["n_params"]
-    return out
-
-
-def layout_sizes(data: dict) -> str:
-    """Return the parameter count of each preset's shape, e.g. "6.74B (7B), ..."."""
-    return ", ".join(
-        (f"{n / 1e9:.2f}B" if (n := p["layout_params"]) >= 1e9 else f"{n / 1e6:.1f}M")
-        + f" ({p['name']})"
-        for p in data["presets"]
-    )
-
-
-def memory_widget(data: dict) -> str:
-    """Return the HTML of the "memory" calculator; without JavaScript, a table of the presets."""
-    rows = []
-    for preset in data["presets"]:
-        keys = ("n_layers", "hidden", "n_heads", "seq_len", "vocab", "n_params")
-        cfg = MemoryConfig(
-            **{k: preset[k] for k in keys},
-            dropout=False,
-            stores_scores=False,
-            **_layout(TRAINER_PRECISION),
-        )
-        plain = training_memory(cfg)
-        full_ckpt = training_memory(MemoryConfig(**vars(cfg) | {"checkpointing": "full"}))
-        rows.append(
-            [
-                preset["name"],
-                f"{preset['n_layers']} × {preset['hidden']}, {preset['seq_len']} tokens",
-                f"{(plain.total - plain.activations) / GB:,.1f}",
-                f"{plain.activations / GB:,.1f}",
-                f"{full_ckpt.activations / GB:,.1f}",
-            ]
-        )
-    headers = ["Model", "Layers × hidden, sequence", "State (GB)", "Activations (GB)"]
-    static = (
-        f"<p>{MEMORY_PRECISIONS[TRAINER_PRECISION][0]}, AdamW, one sequence per micro-batch, "
-        "fused attention, no dropout; GB = 10<sup>9</sup> bytes.</p>"
-    )
-    static += markdown.markdown(
-        table([*headers, "Checkpointed (GB)"], rows, "llrrr"), extensions=["tables"]
-    )
-    return widget("memory", data, static=static)
