@@ -25,24 +25,54 @@ print(f"best case, every factor 0.25 x {w}: {(0.25 * w) ** 3:.5f}")
 assert 0.9 * (0.25 * w) ** 3 < x.grad.item() < (0.25 * w) ** 3
 # --8<-- [end:hand_calc]
 
-# --8<-- [start:mlp]
-from gradflow_ref.flow import MLPConfig, build_mlp, gradient_norms
+# --8<-- [start:hook]
+from torch import nn
+
+import gradflow_ref.flow as ref
+
+
+def log_grad_norms(model, norms):
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    for k, layer in enumerate(linears, 1):
+
+        def save(module, grad_input, grad_output, k=k):
+            norms[k] = grad_input[0].norm().item()
+
+        layer.register_full_backward_hook(save)
+
 
 torch.manual_seed(0)
-x = torch.randn(32, 64).to(device)
-first_to_last = {}
+batch = torch.randn(32, 64).to(device).requires_grad_()
+# --8<-- [end:hook]
+
+# --8<-- [start:mlp]
+to_output = {}
 for activation, init in [("sigmoid", "xavier"), ("relu", "he")]:
-    net = build_mlp(MLPConfig(depth=20, width=64, activation=activation, init=init), device=device)
-    g = gradient_norms(net, x)
-    first_to_last[activation] = (g[0] / g[-1]).item()
-    print(f"{activation:<7} {init:<6} layer 20: {g[-1]:9.3e}   layer 1: {g[0]:9.3e}")
-assert first_to_last["sigmoid"] < 1e-9 and 0.1 < first_to_last["relu"] < 10
+    net = ref.build_mlp(ref.MLPConfig(20, 64, activation, init), device=device)
+    norms = {}
+    log_grad_norms(net, norms)
+    out = net(batch)
+    out.retain_grad()
+    out.sum().backward()
+    out_norm = out.grad.norm().item()
+    to_output[activation] = norms[1] / out_norm
+    print(
+        f"{activation:<7} output {out_norm:.2f}",
+        f"layer 20 {norms[20]:.3e}",
+        f"layer 1 {norms[1]:.3e}",
+    )
+assert to_output["sigmoid"] < 1e-9 and 0.1 < to_output["relu"] < 10
 # --8<-- [end:mlp]
+
+# --8<-- [start:inside]
+g = ref.gradient_norms(net, batch)
+print(f"relu, layer 1: module hook {norms[1]:.4e}, ref.gradient_norms {g[0]:.4e}")
+# --8<-- [end:inside]
 
 # --8<-- [start:figure]
 import matplotlib.pyplot as plt
 
-scales = [0.25 * 1.25**i for i in range(19)]
+scales = [2 ** (k / 2) / 4 for k in range(13)]
 by_depth, by_scale = {}, {}
 fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
 for activation, init, style in [
@@ -50,19 +80,18 @@ for activation, init, style in [
     ("tanh", "xavier", "s-"),
     ("relu", "he", "^-"),
 ]:
-    g = gradient_norms(build_mlp(MLPConfig(40, 64, activation, init), device=device), x).cpu()
-    by_depth[activation] = g / g[-1]
-    left.plot(range(1, 41), g / g[-1], style, markersize=3, label=f"{activation}, {init} init")
+    net = ref.build_mlp(ref.MLPConfig(40, 64, activation, init), device=device)
+    by_depth[activation] = ratio = ref.gradient_norms(net, batch).cpu() / out_norm
+    left.plot(range(1, 41), ratio, style, markersize=3, label=f"{activation}, {init} init")
     at_layer_1 = []
     for s in scales:
-        net = build_mlp(MLPConfig(20, 64, activation, init, scale=s), device=device)
-        g = gradient_norms(net, x)
-        at_layer_1.append((g[0] / g[-1]).item())
+        net = ref.build_mlp(ref.MLPConfig(20, 64, activation, init, scale=s), device=device)
+        at_layer_1.append(ref.gradient_norms(net, batch)[0].item() / out_norm)
     by_scale[activation] = at_layer_1
     right.plot(scales, at_layer_1, style, markersize=3)
 left.set_yscale("log")
 left.set_xlabel("layer of a 40-layer MLP")
-left.set_ylabel("gradient norm / last layer's")
+left.set_ylabel("gradient norm / output's")
 left.set_title("Across depth, at the init's own scale")
 right.set_xscale("log")
 right.set_xlabel("multiplier on the init's weights")
@@ -77,17 +106,15 @@ assert len({min(s for s, r in zip(scales, rs) if r >= 1) for rs in by_scale.valu
 # --8<-- [end:figure]
 
 # --8<-- [start:what_controls]
-from gradflow_ref.flow import layer_factors
-
 torch.manual_seed(1)
 cases = [(16, 0.35), (256, 0.0875), (256, 0.35)]
 factors = []
 for width, std in cases:
-    cfg = MLPConfig(12, width, "relu", "he", scale=std / (2 / width) ** 0.5)
-    net = build_mlp(cfg, device=device)
+    cfg = ref.MLPConfig(12, width, "relu", "he", scale=std / (2 / width) ** 0.5)
+    net = ref.build_mlp(cfg, device=device)
     w_std = torch.cat([p.flatten() for p in net.parameters()]).std()
     predicted = std * width**0.5 / 2**0.5
-    measured = layer_factors(net, torch.randn(64, width).to(device))[:-1].log().mean().exp()
+    measured = ref.layer_factors(net, torch.randn(64, width).to(device))[:-1].log().mean().exp()
     factors.append(measured.item())
     print(
         f"width {width:>3}  weight std {w_std:.4f}  predicted factor {predicted:.2f}"
@@ -99,9 +126,8 @@ assert 0.8 < factors[1] / factors[0] < 1.25 < factors[2] / factors[0]
 # --8<-- [start:relu_unit]
 ratios = {}
 for init in ("unit", "he"):
-    net = build_mlp(MLPConfig(depth=20, width=64, activation="relu", init=init), device=device)
-    g = gradient_norms(net, x)
-    ratios[init] = (g[0] / g[-1]).item()
-    print(f"relu, {init:<4} init: layer 1 gets {ratios[init]:.3e} x the last layer's gradient")
+    net = ref.build_mlp(ref.MLPConfig(20, 64, "relu", init), device=device)
+    ratios[init] = ref.gradient_norms(net, batch)[0].item() / out_norm
+    print(f"relu, {init:<4} init: layer 1 gets {ratios[init]:.3e} x the output's gradient")
 assert ratios["unit"] > 1e6 * ratios["he"]
 # --8<-- [end:relu_unit]

@@ -11,13 +11,11 @@ assert 0.95**depth < 0.1
 # --8<-- [start:chain]
 from gradflow_ref.telephone import chain_gradients
 
-grads = chain_gradients(0.9, depth=depth, device=device)
-up = chain_gradients(1.1, depth=depth, device=device)
-print(f"factor 0.9: layer {depth} passes back {grads[-1]:.4f}, layer 1 {grads[0]:.6f}")
-print(f"factor 0.9: layer 1 / layer {depth} = {grads[0] / grads[-1]:.6f}")
-print(f"factor 1.1: layer 1 / layer {depth} = {up[0] / up[-1]:.4f}")
-assert torch.isclose(grads[0] / grads[-1], torch.tensor(0.9 ** (depth - 1), dtype=grads.dtype))
-assert torch.isclose(up[0] / up[-1], torch.tensor(1.1 ** (depth - 1), dtype=up.dtype))
+fading = chain_gradients(0.9, depth=depth, device=device)
+growing = chain_gradients(1.1, depth=depth, device=device)
+for factor, g in ((0.9, fading), (1.1, growing)):
+    print(f"factor {factor}: layer {depth} passes back {g[-1]:.4f}, layer 1 passes back {g[0]:.6g}")
+assert torch.isclose(fading[0], torch.tensor(0.9**depth, dtype=fading.dtype))
 # --8<-- [end:chain]
 
 # --8<-- [start:network]

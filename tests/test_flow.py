@@ -26,6 +26,21 @@ def test_gradient_norms_match_torch_autograd_grad(activation, init):
     torch.testing.assert_close(gradient_norms(net, x), _reference_norms(net, x), rtol=1e-12, atol=0)
 
 
+def test_gradient_norms_match_module_full_backward_hooks():
+    # what docs/flow.md shows first: grad_input[0] of a full backward hook on every Linear
+    net = build_mlp(MLPConfig(depth=4, width=8, activation="relu", init="he"), dtype=torch.float64)
+    x = torch.randn(3, 8, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    linears = [m for m in net if isinstance(m, nn.Linear)]
+    seen = {}
+    for layer in linears:
+        layer.register_full_backward_hook(
+            lambda module, grad_input, grad_output: seen.update({module: grad_input[0].norm()})
+        )
+    net(x.clone().requires_grad_()).sum().backward()
+    hooked = torch.stack([seen[m] for m in linears])
+    torch.testing.assert_close(gradient_norms(net, x), hooked, rtol=1e-12, atol=0)
+
+
 def test_gradient_norms_leaves_no_hooks_behind():
     net = build_mlp(MLPConfig(depth=3, width=4))
     gradient_norms(net, torch.randn(2, 4))

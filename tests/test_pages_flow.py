@@ -34,8 +34,17 @@ def test_crossing_rejects_ratios_that_never_reach_one():
         page.crossing([0.5, 1.0], [0.1, 0.2])
 
 
+def test_batch_is_the_pages_seeded_batch_in_float64():
+    torch.manual_seed(0)
+    torch.testing.assert_close(page.batch(), torch.randn(32, 64).double(), rtol=0, atol=0)
+
+
+def test_multipliers_hold_the_static_tables_columns():
+    assert set(page.SHOWN) <= set(page.MULTIPLIERS)
+
+
 def test_profiles_match_gradient_norms_of_the_shallow_network(small):
-    x = torch.randn(32, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    x = page.batch()
     net = build_mlp(
         MLPConfig(depth=2, activation="sigmoid", init="xavier", scale=2.0), dtype=torch.float64
     )
@@ -44,6 +53,22 @@ def test_profiles_match_gradient_norms_of_the_shallow_network(small):
         torch.tensor(small.at("sigmoid", 2.0, 2), dtype=torch.float64), expected, rtol=1e-12, atol=0
     )
     assert small.layer1("sigmoid", 2.0, 2) == small.at("sigmoid", 2.0, 2)[0]
+
+
+def test_profiles_measure_the_batch_they_are_given():
+    x = torch.randn(32, 64, generator=torch.Generator().manual_seed(3))
+    got = page.profiles([("tanh", "xavier")], [2], [1.0], x=x.requires_grad_())
+    net = build_mlp(MLPConfig(depth=2, activation="tanh", init="xavier"), dtype=torch.float64)
+    expected = gradient_norms(net, x.double()) / math.sqrt(x.numel())
+    torch.testing.assert_close(
+        torch.tensor(got.at("tanh", 1.0, 2), dtype=torch.float64), expected, rtol=1e-12, atol=0
+    )
+
+
+def test_reference_source_shows_gradient_norms_without_its_docstring():
+    out = page.reference_source()
+    assert out.startswith("```python\ndef gradient_norms(") and out.endswith("```")
+    assert "register_forward_pre_hook" in out and "Args:" not in out
 
 
 def test_widget_keeps_the_data_contract(small):

@@ -22,12 +22,13 @@ INIT = {"sigmoid": "xavier", "tanh": "xavier", "relu": "he", "identity": "xavier
 ONE_RATIO = 1.2e-3  # rtol of one stored ratio (3-decimal log10)
 TWO_RATIOS = 2.4e-3  # rtol of a ratio of two stored ratios
 # (activation, weight multiplier, depth): both ends of both sliders, every activation
-POINTS = [("relu", 1.0, 20), ("sigmoid", 0.25, 40), ("tanh", 8.0, 2), ("identity", 2.8284, 15)]
+POINTS = [("relu", 1.0, 20), ("sigmoid", 0.25, 40), ("tanh", 16.0, 2), ("identity", 2**1.5, 15)]
 
 
 def reference(activation: str, scale: float, depth: int):
     """Build the network the page measured; return it, its input and the norm ratios."""
-    x = torch.randn(32, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    # the page's batch, torch.manual_seed(0); torch.randn(32, 64), in float64
+    x = torch.randn(32, 64, generator=torch.Generator().manual_seed(0)).double()
     cfg = MLPConfig(depth=depth, activation=activation, init=INIT[activation], scale=scale)
     net = build_mlp(cfg, dtype=torch.float64)
     return net, x, gradient_norms(net, x) / math.sqrt(x.numel())
@@ -51,9 +52,9 @@ def test_flow_widget_controls_select_the_measured_profile(page):
     status = fig.locator(".gf-status")
     assert status.get_attribute("data-activation") == "tanh"
     assert status.get_attribute("data-depth") == "10"
-    assert float(status.get_attribute("data-scale")) == 8.0
+    assert float(status.get_attribute("data-scale")) == 16.0
     assert fig.locator(".gf-plot rect").count() == 10
-    _, _, expected = reference("tanh", 8.0, 10)
+    _, _, expected = reference("tanh", 16.0, 10)
     shown = float(status.get_attribute("data-layer1"))
     torch.testing.assert_close(shown, expected[0].item(), rtol=ONE_RATIO, atol=0)
     assert "tanh (xavier init), 10 layers" in status.text_content()

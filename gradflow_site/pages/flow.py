@@ -1,24 +1,50 @@
 """Build side of docs/flow.md: the flow widget's measured gradient profiles and its table.
 
 Every profile is measured with gradflow_ref.flow (build_mlp, gradient_norms) in float64: at a
-multiplier of 8 the gradient reaches about 1e36, near float32's ceiling.
+multiplier of 16 the gradient reaches about 1e48, beyond float32's ceiling. The networks and the
+input batch are the page's own (snippets/flow.py), so the widget shows the figure's numbers.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
+import re
 from dataclasses import dataclass
 
 import torch
 
+from gradflow_ref import flow
 from gradflow_ref.flow import MLPConfig, build_mlp, gradient_norms
 
-__all__ = ["DEPTHS", "MULTIPLIERS", "PAIRS", "SHOWN", "Profiles", "crossing", "profiles", "widget"]
+__all__ = [
+    "DEPTHS",
+    "MULTIPLIERS",
+    "PAIRS",
+    "SHOWN",
+    "Profiles",
+    "batch",
+    "crossing",
+    "profiles",
+    "reference_source",
+    "widget",
+]
 
 PAIRS = [("sigmoid", "xavier"), ("tanh", "xavier"), ("relu", "he"), ("identity", "xavier")]
 DEPTHS = [2, 4, 6, 8, 10, 15, 20, 30, 40]  # the depth slider
-MULTIPLIERS = [round(0.25 * 2 ** (k / 2), 4) for k in range(11)]  # the multiplier slider
+MULTIPLIERS = [2 ** (k / 2) / 4 for k in range(13)]  # the multiplier slider, as the page's `scales`
 SHOWN = [0.25, 0.5, 1.0, 2.0, 4.0]  # the static table's columns
+
+
+def batch() -> torch.Tensor:
+    """Return the page's input batch: torch.manual_seed(0); torch.randn(32, 64), in float64."""
+    return torch.randn(32, 64, generator=torch.Generator().manual_seed(0)).double()
+
+
+def reference_source() -> str:
+    """Return gradflow_ref.flow.gradient_norms without its docstring, as a Markdown code block."""
+    source = inspect.getsource(flow.gradient_norms)
+    return "```python\n" + re.sub(r'\n    """.*?"""\n', "\n", source, count=1, flags=re.S) + "```"
 
 
 def crossing(scales, ratios) -> float:
@@ -48,9 +74,16 @@ class Profiles:
         return self.at(activation, multiplier, depth)[0]
 
 
-def profiles(pairs=PAIRS, depths=DEPTHS, multipliers=MULTIPLIERS) -> Profiles:
-    """Measure every (activation, multiplier, depth) the widget can show."""
-    x = torch.randn(32, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+def profiles(pairs=PAIRS, depths=DEPTHS, multipliers=MULTIPLIERS, x=None) -> Profiles:
+    """Measure every (activation, multiplier, depth) the widget can show.
+
+    Args:
+        pairs: (activation, init) of each network family.
+        depths: the depths measured.
+        multipliers: the multipliers on the init's weights measured.
+        x: the input batch, shape (batch, 64); `batch()` when None. Measured in float64 on CPU.
+    """
+    x = batch() if x is None else x.detach().to("cpu", torch.float64)
     out_norm = math.sqrt(x.numel())  # the loss is out.sum(): the output's gradient is all ones
     ratios = {}
     for activation, init in pairs:
