@@ -2,8 +2,9 @@
 
 Each figure is copied from NVIDIA's public datasheet named in `source`, never measured here.
 Tensor-core figures are dense; the datasheets' larger "with sparsity" figures are 2:4 structured
-sparsity, exactly twice the dense ones (`peak_flops(..., sparse=True)`). Chapters 4, 7 and 9
-use it for ridge points and training-time bounds (Williams et al., "Roofline", CACM 2009).
+sparsity, exactly twice the dense ones (`peak_flops(..., sparse=True)`). Chapter 5b uses it for
+ridge points and training-time bounds (Williams et al., "Roofline", CACM 2009); chapters 4, 7
+and 9 for peaks and memory sizes.
 """
 
 from __future__ import annotations
@@ -149,8 +150,9 @@ def ridge_point(name: str, dtype: str) -> float:
 # ---------------------------------------------------------------------------------------------
 # On-chip memory hierarchy (Chapter 5b, docs/hardware.md). Separate from the datasheet cards
 # above: these sizes come from NVIDIA's architecture articles, which use binary units
-# (KB = 1024 bytes, MB = 1024 KB). NVIDIA publishes no on-chip bandwidth; the one figure here is
-# the FlashAttention paper's estimate, labelled as such. None = no public source found.
+# (KB = 1024 bytes, MB = 1024 KB). Of on-chip bandwidths, the Ampere article gives the A100's L2
+# read bandwidth in bytes per clock; the SRAM figure is the FlashAttention paper's estimate,
+# labelled as such. None = not given by the sources cited here.
 # ---------------------------------------------------------------------------------------------
 
 AMPERE_ARTICLE = "https://developer.nvidia.com/blog/nvidia-ampere-architecture-in-depth/"
@@ -170,6 +172,8 @@ class OnChip:
     shared_max_kib_per_sm: int  # the most of it a kernel can configure as shared memory
     l2_mib: int  # L2 cache, whole GPU
     source: str  # the article every size above is from
+    l2_bytes_per_clock: int | None = None  # L2 read bandwidth, whole GPU, if the article gives it
+    boost_clock_mhz: int | None = None  # the GPU boost clock the article lists for the part
     sram_bytes_per_s: float | None = None  # aggregate shared-memory bandwidth, if published
     sram_bandwidth_source: str = ""  # where that figure is from (an estimate, not NVIDIA's)
 
@@ -177,6 +181,13 @@ class OnChip:
     def sram_kib(self) -> int:
         """L1/shared memory summed over all SMs."""
         return self.sms * self.l1_shared_kib_per_sm
+
+    @property
+    def l2_bytes_per_s(self) -> float | None:
+        """L2 read bandwidth in bytes/s at the boost clock, or None where none is given."""
+        if self.l2_bytes_per_clock is None or self.boost_clock_mhz is None:
+            return None
+        return self.l2_bytes_per_clock * self.boost_clock_mhz * 1e6
 
 
 ON_CHIP: dict[str, OnChip | None] = {
@@ -187,6 +198,9 @@ ON_CHIP: dict[str, OnChip | None] = {
         shared_max_kib_per_sm=164,
         l2_mib=40,
         source=AMPERE_ARTICLE,
+        # the article's table: "L2 Cache Read Bandwidth ... 5120 Bytes/clk" and a 1410 MHz boost
+        l2_bytes_per_clock=5120,
+        boost_clock_mhz=1410,
         # FlashAttention, section 2.1: "bandwidth estimated around 19TB/s" for A100 SRAM
         sram_bytes_per_s=19e12,
         sram_bandwidth_source=FLASHATTENTION_PAPER,

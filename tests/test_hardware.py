@@ -79,3 +79,14 @@ def test_on_chip_says_none_where_nothing_is_published():
 def test_on_chip_rejects_unknown_gpu():
     with pytest.raises(ValueError, match="`name` must be one of"):
         hardware.on_chip("B200")
+
+
+def test_on_chip_l2_bandwidth_is_the_ampere_articles_bytes_per_clock_at_boost():
+    a100 = hardware.on_chip("A100 80GB SXM")
+    assert a100.l2_bytes_per_s == pytest.approx(5120 * 1410e6)
+    assert hardware.on_chip("H100 SXM").l2_bytes_per_s is None
+
+
+def test_on_chip_a100_registers_outsize_its_l1():
+    a100 = hardware.on_chip("A100 80GB SXM")
+    assert a100.register_kib_per_sm > a100.l1_shared_kib_per_sm > a100.shared_max_kib_per_sm

@@ -1,16 +1,25 @@
-"""Builders of docs/hardware.md (gradflow_site/pages/hardware.py): tables, figures, widget data."""
+"""Builders of docs/hardware.md (gradflow_site/pages/hardware.py): tables, figures, widget data;
+and what the page's sentences say about the numbers snippets/hardware.py prints."""
 
 from __future__ import annotations
 
 import html
 import json
 import re
+import runpy
 
 import pytest
 
 from gradflow_ref import roofline
 from gradflow_ref.hardware import GPUS, ON_CHIP, peak_flops, ridge_point
 from gradflow_site.pages import hardware as page
+from tests._site import ROOT
+
+
+@pytest.fixture(scope="module")
+def shown():
+    """The names the page's shown code leaves behind, run as the page runs it (about 5 s)."""
+    return runpy.run_path(str(ROOT / "snippets" / "hardware.py"))
 
 
 def _rows(markdown: str) -> list[list[str]]:
@@ -44,6 +53,20 @@ def test_hierarchy_table_links_sources_and_says_not_published():
     assert ON_CHIP["A100 80GB SXM"].sram_bandwidth_source in text
 
 
+def test_hierarchy_table_gives_the_a100_l2_bandwidth_from_the_ampere_article():
+    rows = {r[0]: r[1:] for r in _rows(page.hierarchy_table())}
+    a100, h100 = (
+        rows["L2 read bandwidth"][list(GPUS).index(n)] for n in ("A100 80GB SXM", "H100 SXM")
+    )
+    assert a100.startswith("[5120 bytes per clock, 7.2 TB/s at 1410 MHz](")
+    assert ON_CHIP["A100 80GB SXM"].source in a100
+    assert h100 == "not published"
+
+
+def test_attention_sram_is_the_shared_memory_a_kernel_can_take():
+    assert page.ATTENTION_SRAM_KIB == {"A100 80GB SXM": 164, "H100 SXM": 228}
+
+
 def test_roofline_data_agrees_with_gradflow_ref():
     data = page.roofline_data()
     assert set(data["gpus"]) == set(GPUS)
@@ -63,11 +86,37 @@ def test_roofline_widget_embeds_its_data_and_a_static_figure():
     assert payload["presets"][0]["n"] == 11008
 
 
-def test_break_it_widget_rounds_runs_and_rejects_ragged_input():
-    runs = {"fp32": ([1.0, 0.5], [0.0, 0.0]), "fp16": ([1.0, 0.5], [0.25, 0.5])}
-    out = page.break_it_widget(runs)
-    payload = json.loads(html.unescape(re.search(r'data-gf-data="([^"]*)"', out).group(1)))
-    assert [r["mode"] for r in payload["runs"]] == ["fp32", "fp16"]
-    assert payload["runs"][1]["bad"] == [0.25, 0.5]
-    with pytest.raises(ValueError, match="equally long"):
-        page.break_it_widget({"fp32": ([1.0], [0.0, 0.0])})
+def test_roofline_7b_mlp_matmul_is_memory_bound_at_one_token_on_every_gpu():
+    one = roofline.Matmul(1, 11008, 4096)
+    for name in GPUS:
+        b = roofline.matmul_bound(one, name, "bf16")
+        assert b.bound == "memory" and b.attainable_flops < 0.01 * peak_flops(name, "bf16")
+
+
+def test_roofline_7b_mlp_matmul_is_compute_bound_at_4096_tokens_on_every_gpu():
+    many = roofline.Matmul(4096, 11008, 4096)
+    assert all(roofline.matmul_bound(many, name).bound == "compute" for name in GPUS)
+
+
+@pytest.mark.long(seconds=6)
+def test_fp8_snippet_e4m3_is_more_precise_for_activations(shown):
+    r = shown["results"]
+    assert r["activations", "e4m3"]["current"][0] < r["activations", "e5m2"]["current"][0]
+
+
+def test_fp8_snippet_e4m3_flushes_more_gradients_than_activations_and_e5m2(shown):
+    r = shown["results"]
+    flushed = r["gradients", "e4m3"]["current"][1]
+    assert r["activations", "e4m3"]["current"][1] < flushed
+    assert r["gradients", "e5m2"]["current"][1] < flushed
+
+
+def test_fp8_snippet_delayed_flushes_most_and_1x128_least_gradients(shown):
+    flushed = {name: zero for name, (_, zero) in shown["results"]["gradients", "e4m3"].items()}
+    assert min(flushed, key=flushed.get) == "1x128"
+    assert max(flushed, key=flushed.get) == "delayed"
+
+
+def test_fp8_snippet_gradient_amax_falls_so_history_sets_too_small_a_scale(shown):
+    amax = shown["amax"]
+    assert amax[0] > amax[-1] and shown["too_small"] > (len(amax) - 1) / 2

@@ -1,4 +1,4 @@
-"""The roofline and break-it widgets (docs/hardware.md) in chromium: GF.logic.roofline against
+"""The roofline widget (docs/hardware.md) in chromium: GF.logic.roofline against
 gradflow_ref.roofline, presets, keyboard, touch, both colour schemes and a 390 px screen.
 
 Tolerance: the browser computes in float64 like Python, so bounds agree to rtol 1e-12.
@@ -15,7 +15,6 @@ from tests._browser import mounted, open_page
 pytestmark = [pytest.mark.build, pytest.mark.browser]
 
 ROOF = '[data-gf-widget="roofline"]'
-BREAK = '[data-gf-widget="break_it"]'
 SHAPES = [(1, 11008, 4096), (4096, 11008, 4096), (512, 4096, 4096), (7, 3, 5), (8192, 8192, 8192)]
 CASES = [
     (gpu, dtype, shape)
@@ -34,8 +33,8 @@ def page(browser, server):
         assert not record["errors"]
 
 
-def status(page, widget=ROOF):
-    return page.locator(f"{widget} .gf-status")
+def status(page):
+    return page.locator(f"{ROOF} .gf-status")
 
 
 @pytest.mark.parametrize(("gpu", "dtype", "shape"), CASES)
@@ -87,18 +86,8 @@ def test_typed_shape_and_keyboard_gpu_choice(page):
     assert "FP8" not in options  # the A100 has no FP8 tensor cores
 
 
-def test_break_it_toggles_hide_and_show_runs(page):
-    page.reload()
-    page.wait_for_function(mounted)
-    before = status(page, BREAK).get_attribute("data-shown").split("|")
-    assert before == ["fp32", "fp16", "fp16 + GradScaler", "bf16"]
-    page.locator(f"{BREAK} input[type=checkbox]").nth(1).press("Space")
-    after = status(page, BREAK).get_attribute("data-shown").split("|")
-    assert "fp16" not in after and len(after) == 3
-
-
 @pytest.mark.parametrize("scheme", ["default", "slate"])
-def test_widgets_fit_a_phone_and_take_taps(browser, server, scheme):
+def test_roofline_fits_a_phone_and_takes_a_preset(browser, server, scheme):
     with open_page(browser, server, "hardware/", scheme=scheme, width=390) as (page, record):
         wide = page.eval_on_selector_all(
             "[data-gf-widget]",
@@ -106,8 +95,8 @@ def test_widgets_fit_a_phone_and_take_taps(browser, server, scheme):
             ".map(e => e.dataset.gfWidget)",
         )
         assert not wide
-        box = page.locator(f"{BREAK} input[type=checkbox]").first
-        box.scroll_into_view_if_needed()
-        box.dispatch_event("click")  # a tap reaches the native checkbox
-        assert "fp32" not in status(page, BREAK).get_attribute("data-shown").split("|")
+        preset = page.locator(f"{ROOF} select").nth(2)
+        preset.scroll_into_view_if_needed()
+        preset.select_option(index=2)  # what the phone's picker does: a change event
+        assert status(page).get_attribute("data-bound") == "compute"
         assert not record["errors"]

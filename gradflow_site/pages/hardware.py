@@ -14,7 +14,6 @@ __all__ = [
     "PRESETS",
     "SPEC_DTYPES",
     "attention_figure",
-    "break_it_widget",
     "hierarchy_table",
     "ridge_table",
     "roofline_data",
@@ -127,6 +126,22 @@ def hierarchy_table() -> str:
             for n in GPUS
         ],
         ["L2 cache"] + [chip(n, lambda c: _link(f"{c.l2_mib} MB", c.source)) for n in GPUS],
+        ["L2 read bandwidth"]
+        + [
+            chip(
+                n,
+                lambda c: (
+                    missing
+                    if c.l2_bytes_per_s is None
+                    else _link(
+                        f"{c.l2_bytes_per_clock} bytes per clock, "
+                        f"{c.l2_bytes_per_s / 1e12:.1f} TB/s at {c.boost_clock_mhz} MHz",
+                        c.source,
+                    )
+                ),
+            )
+            for n in GPUS
+        ],
         ["HBM"]
         + [
             _link(
@@ -217,9 +232,10 @@ def roofline_widget() -> str:
 
 
 ATTENTION_DIMS = (64, 128)  # head dimensions the attention figure draws
-# L1/shared memory per SM of the A100 and the H100 (gradflow_ref.hardware.ON_CHIP), in KiB
+# the most shared memory one SM of the A100 and the H100 gives a kernel, in KiB
+# (gradflow_ref.hardware.ON_CHIP): FlashAttention's blocks live there, not in the L1 cache
 ATTENTION_SRAM_KIB = {
-    name: ON_CHIP[name].l1_shared_kib_per_sm for name in ("A100 80GB SXM", "H100 SXM")
+    name: ON_CHIP[name].shared_max_kib_per_sm for name in ("A100 80GB SXM", "H100 SXM")
 }
 
 
@@ -243,7 +259,7 @@ def attention_figure():
                 [roofline.flash_attention_hbm_bytes(n, d, sram) / 2**20 for n in lengths],
                 color=f"C{i}",
                 linestyle=style,
-                label=f"FlashAttention, d={d}, SRAM {sram // 1024} KB",
+                label=f"FlashAttention, d={d}, {sram // 1024} KB shared memory",
             )
     ax.set(
         xscale="log",
@@ -254,42 +270,3 @@ def attention_figure():
     plain_log_ticks(ax)
     ax.legend(fontsize=7)
     return fig
-
-
-def break_it_widget(runs: dict) -> str:
-    """Return the "break it" widget: loss and bad-gradient fraction per step of each run.
-
-    Args:
-        runs: {mode: (losses, bad_fractions)} as snippets/hardware.py's break_it section makes.
-
-    Raises:
-        ValueError: `runs` is empty or its lists differ in length.
-    """
-    import matplotlib.pyplot as plt
-
-    from gradflow_site.render import svg
-    from gradflow_site.widgets import rounded, widget
-
-    if (
-        not runs
-        or len({len(v[0]) for v in runs.values()} | {len(v[1]) for v in runs.values()}) != 1
-    ):
-        raise ValueError(
-            "break_it_widget: `runs` must map modes to equally long (losses, bad) lists."
-        )
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 4.6), sharex=True)
-    for i, (mode, (losses, bad)) in enumerate(runs.items()):
-        style = ["-", "--", "-.", ":"][i % 4]
-        top.plot(range(1, len(losses) + 1), losses, linestyle=style, label=mode)
-        bottom.plot(range(1, len(bad) + 1), bad, linestyle=style, label=mode)
-    top.set(yscale="log", ylabel="loss")
-    plain_log_ticks(top)
-    bottom.set(xlabel="step", ylabel="zero or non-finite\ngradient fraction")
-    top.legend(fontsize=7)
-    data = {
-        "runs": [
-            {"mode": m, "loss": rounded(list(loss)), "bad": rounded(list(b))}
-            for m, (loss, b) in runs.items()
-        ]
-    }
-    return widget("break_it", data, static=svg(fig))
