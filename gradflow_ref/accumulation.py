@@ -19,7 +19,6 @@ from torch import nn
 
 from gradflow_ref import _checks
 from gradflow_ref._ranks import run_ranks
-from gradflow_ref.clipping import clip_grad_norm_
 
 __all__ = [
     "TaskConfig",
@@ -250,9 +249,9 @@ def accumulate_grad_(
         loss.backward()  # adds into .grad: the sum over micro-batches is built here
         objective += loss.detach()
         if max_norm is not None and clip == "each":
-            clip_grad_norm_(model.parameters(), max_norm)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
     if max_norm is not None and clip == "once":
-        clip_grad_norm_(model.parameters(), max_norm)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
     return objective
 
 
@@ -272,7 +271,7 @@ def big_batch_grad_(
     loss = F.cross_entropy(model(x), y)  # mean over every token of the step
     loss.backward()
     if max_norm is not None:
-        clip_grad_norm_(model.parameters(), max_norm)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
     return loss.detach()
 
 

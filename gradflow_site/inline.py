@@ -7,6 +7,9 @@ Three things a contributor writes in plain Markdown and the build turns into com
   has at that point. `transform` swaps each expression for a placeholder and inserts a hidden
   executed block after that block; the hidden block prints the values inside an HTML comment
   (so markdown-exec's result cache keeps them), and `substitute` puts them in the placeholders.
+  Once the prose has used a name, no other block of the page may rebind it while an inline
+  value, or a hidden block's own line (a builder call), still reads it: the reader would take
+  the new value for the one the prose described (`_rebound`, checked before any block runs).
 - **Quizzes.** A `!!! quiz "Title"` admonition holding the question and a task list
   (`- [x] right choice` / `- [ ] wrong choice`, each with its explanation indented below) becomes
   the interactive quiz `render.quiz` draws.
@@ -20,9 +23,11 @@ on_page_content; every problem is returned as a message naming the page file and
 
 from __future__ import annotations
 
+import ast
 import html
 import json
 import re
+import textwrap
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -41,6 +46,7 @@ TITLE_PLACEHOLDER = "@@gf-title@@"  # widgets.widget without `title`: filled fro
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`\n]*)$")
 _EXEC = re.compile(r"""\bexec\s*=\s*["']?(?:1|true|yes|on)\b""", re.I)
 _SESSION = re.compile(r"""\bsession\s*=\s*["']([^"']+)["']""")
+_SOURCE = re.compile(r"""\bsource\s*=\s*["']?(?!["'])""")  # the reader sees the code
 _EXPR = re.compile(r"(?<!`)`\{python\}[ \t]+([^`\n]+?)[ \t]*`(?!`)")
 _PLACEHOLDER = re.compile(r"@@gfi-(\d+)@@")
 _RECORD = re.compile(r"<!--gf-inline (\{.*?\})-->")
@@ -56,6 +62,7 @@ class _Fence:
     indent: str
     session: str | None
     executed: bool
+    shown: bool = False  # `source=...`: the reader sees the code
 
 
 @dataclass
@@ -86,6 +93,7 @@ def _fences(lines: list[str]) -> list[_Fence]:
                 m.group("indent"),
                 session.group(1) if session else None,
                 bool(_EXEC.search(info)),
+                bool(_SOURCE.search(info)),
             )
         )
         i += 1
@@ -118,6 +126,7 @@ def _expressions(markdown: str, page: _Page) -> tuple[str, list[str]]:
     problems: list[str] = []
     groups: dict[int, list[tuple[int, str, int]]] = {}  # insert-after line -> expressions
     sessions: dict[int, str] = {}
+    reads: list[tuple[int, str, str | None]] = []  # (line index, expression, session)
     counter = 0
 
     for n, line in enumerate(lines):
@@ -139,6 +148,7 @@ def _expressions(markdown: str, page: _Page) -> tuple[str, list[str]]:
             key = anchor.end if anchor else -1
             groups.setdefault(key, []).append((counter, m.group(1), n + 1 + page.offset))
             sessions[key] = session or f"inline-{page.path}"
+            reads.append((n, m.group(1), session))
             counter += 1
             return f"@@gfi-{counter - 1}@@"
 
@@ -148,6 +158,7 @@ def _expressions(markdown: str, page: _Page) -> tuple[str, list[str]]:
                 f"{where}: '{{python}}' outside an inline value; write it as "
                 "`{python} EXPRESSION` in single backticks on one line."
             )
+    problems += _rebound(lines, executed, reads, page)
     if not groups:
         return markdown, problems
     # insert bottom-up so earlier line numbers stay valid
@@ -173,6 +184,123 @@ def _expressions(markdown: str, page: _Page) -> tuple[str, list[str]]:
         ]
         lines[at:at] = block
     return "\n".join(lines), problems
+
+
+# --- a name the prose used, rebound by another block -----------------------------------------
+
+
+@dataclass
+class _Block:
+    fence: _Fence
+    label: str  # "docs/x.md:12" or "docs/x.md:12 (snippets/x.py:section)"
+    binds: set[str]  # names the block binds at the top level, includes expanded
+    reads: set[str]  # names its own lines read, if it is hidden (a builder call); else none
+
+
+def _block_code(lines: list[str], fence: _Fence) -> tuple[str, str, str | None]:
+    """Return the block's code (includes expanded), its own lines, and what it includes."""
+    from gradflow_site.errors import _INCLUDE, _section  # how snippet includes are read
+
+    code, own, included = [], [], None
+    for text in lines[fence.start + 1 : fence.end]:
+        text = text[len(fence.indent) :]
+        inc = _INCLUDE.match(text)
+        if inc:
+            section = [t for t, _ in _section(inc.group("file"), inc.group("section"))]
+            code.append(textwrap.dedent("\n".join(section)))
+            included = ":".join(filter(None, (inc.group("file"), inc.group("section"))))
+        else:
+            code.append(text)
+            own.append(text)
+    return textwrap.dedent("\n".join(code)), textwrap.dedent("\n".join(own)), included
+
+
+def _scope_names(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """Return (names bound at the top level, names read that the code does not bind itself)."""
+    binds, loads, local = set(), set(), set()
+    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+    scopes += (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+    todo = [(tree, True)]
+    while todo:
+        node, top = todo.pop()
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                loads.add(node.id)
+            else:
+                (binds if top else local).add(node.id)
+        elif isinstance(node, ast.alias):
+            (binds if top else local).add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.arg):
+            local.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            (binds if top else local).add(node.name)
+        inner = top and not isinstance(node, scopes)
+        todo += [(child, inner) for child in ast.iter_child_nodes(node)]
+    return binds, loads - binds - local
+
+
+def _blocks(lines: list[str], executed: list[_Fence], page: _Page) -> list[_Block]:
+    out = []
+    for fence in executed:
+        code, own, included = _block_code(lines, fence)
+        try:
+            binds = _scope_names(ast.parse(code))[0]
+            reads = set() if fence.shown else _scope_names(ast.parse(own))[1] - binds
+        except SyntaxError:
+            continue  # the block fails on its own, with its own message
+        label = f"{page.path}:{fence.start + 1 + page.offset}"
+        out.append(_Block(fence, label + (f" ({included})" if included else ""), binds, reads))
+    return out
+
+
+def _rebound(
+    lines: list[str], executed: list[_Fence], reads: list[tuple[int, str, str | None]], page: _Page
+) -> list[str]:
+    """Report each inline value or builder call that reads a name rebound since the prose used it.
+
+    Per session, in page order: the first inline value that reads a name fixes which block's
+    binding the prose describes (a name no block had bound yet is left alone: reading it raises
+    a NameError of its own). Once another block binds the name again, a later inline value
+    that reads it, or a hidden block whose own lines read it, is a problem naming the page, the
+    line, the name and the block that rebound it. Shown code may rebind and read names freely:
+    the reader sees it happen.
+    """
+    default = next((f.session for f in executed if f.session), None)
+    events: list[tuple] = [
+        (b.fence.end, b.fence.session, b) for b in _blocks(lines, executed, page)
+    ]
+    for n, expr, session in reads:
+        try:
+            events.append(
+                (n, session or default, (expr, _scope_names(ast.parse(expr, mode="eval"))[1]))
+            )
+        except SyntaxError:
+            continue  # reported when it is evaluated
+    binder: dict[tuple, _Block] = {}  # (session, name) -> the block that bound it last
+    first: dict[tuple, tuple[int, _Block | None]] = {}  # -> (line, binder) at the prose's first use
+    problems: list[str] = []
+    for n, session, item in sorted(events, key=lambda e: e[0]):
+        if session is None:
+            continue  # markdown-exec runs a block without a session on its own
+        block = item if isinstance(item, _Block) else None
+        line = (block.fence.start if block else n) + 1 + page.offset
+        what = "this block" if block else f"inline value `{{python}} {item[0]}`"
+        for name in sorted(block.reads if block else item[1]):
+            key = (session, name)
+            used_at, then = first.get(key, (None, None))
+            now = binder.get(key)
+            if then is not None and now is not then:
+                problems.append(
+                    f"{page.path}:{line}: {what} reads `{name}`, bound by the block at "
+                    f"{then.label} when the prose first used it at line {used_at}; the block at "
+                    f"{now.label} has rebound it since, so this shows that block's value. Fix: "
+                    f"give `{name}` a distinct name in one of the two blocks."
+                )
+            elif used_at is None and not block:
+                first[key] = (line, now)
+        for name in block.binds if block else ():
+            binder[(session, name)] = block
+    return problems
 
 
 def record(namespace: dict, items: list[list]) -> str:

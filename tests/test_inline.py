@@ -34,15 +34,85 @@ def run_blocks(markdown: str) -> str:
 
 def test_transform_evaluates_after_the_block_above():
     md = (
-        '```python exec="1" session="s"\nx = 1\n```\n\nx is `{python} x`.\n\n'
-        '```python exec="1" session="s"\nx = 2\n```\n\nnow `{python} f"{x:.1f}"`.\n'
+        '```python exec="1" session="s"\nxs = [1]\n```\n\n`{python} len(xs)` item.\n\n'
+        '```python exec="1" session="s"\nxs.append(2)\n```\n\nnow `{python} f"{len(xs):.1f}"`.\n'
     )
     new, problems = inline.transform(md, PAGE)
     assert problems == []
-    html = "<p>x is @@gfi-0@@.</p><p>now @@gfi-1@@.</p>" + run_blocks(new)
+    html = "<p>@@gfi-0@@ item.</p><p>now @@gfi-1@@.</p>" + run_blocks(new)
     filled, problems = inline.substitute(html, new, PAGE)
     assert problems == []
-    assert filled.strip() == "<p>x is 1.</p><p>now 2.0.</p>"
+    assert filled.strip() == "<p>1 item.</p><p>now 2.0.</p>"
+
+
+def block(code: str, shown: bool = True, session: str = "s") -> str:
+    source = ' source="above"' if shown else ""
+    return f'```python exec="1"{source} session="{session}"\n{code}\n```\n\n'
+
+
+def test_transform_reports_a_name_rebound_after_the_prose_used_it():
+    md = (
+        block("total = 100")  # lines 1-3
+        + "Ran `{python} total` steps.\n\n"  # line 5
+        + block("total = 524288")  # lines 7-9
+        + "B: `{python} 400 // total` times too fast.\n"  # line 11
+    )
+    _, problems = inline.transform(md, PAGE, offset=2)
+    assert problems == [
+        "docs/x.md:13: inline value `{python} 400 // total` reads `total`, bound by the block "
+        "at docs/x.md:3 when the prose first used it at line 7; the block at docs/x.md:9 has "
+        "rebound it since, so this shows that block's value. Fix: give `total` a distinct "
+        "name in one of the two blocks."
+    ]
+
+
+def test_transform_names_the_snippet_section_that_rebound_a_name():
+    md = (
+        block("B = 1")
+        + "`{python} B`\n\n"
+        + block('--8<-- "snippets/accumulation.py:effective_batch"')
+        + "`{python} B`\n"
+    )
+    _, problems = inline.transform(md, PAGE)
+    assert len(problems) == 1
+    assert "the block at docs/x.md:7 (snippets/accumulation.py:effective_batch)" in problems[0]
+
+
+def test_transform_reports_a_builder_call_reading_a_rebound_name():
+    md = (
+        block("n = 3")
+        + "`{python} n` layers.\n\n"
+        + block("n = 4")
+        + block("print(table(n))", shown=False)
+    )
+    _, problems = inline.transform(md, PAGE)
+    assert len(problems) == 1
+    assert problems[0].startswith("docs/x.md:11: this block reads `n`, bound by the block at")
+
+
+def test_transform_lets_shown_code_rebind_and_read_a_name():
+    md = block("x = 0") + "`{python} x`\n\n" + block("x = 5") + block("print(x + 1)")
+    assert inline.transform(md, PAGE)[1] == []
+
+
+def test_transform_lets_a_block_rebind_a_name_before_the_prose_uses_it():
+    md = block("total = 100") + block("total = 5") + "`{python} total`\n\n`{python} total`\n"
+    assert inline.transform(md, PAGE)[1] == []
+
+
+def test_transform_ignores_names_local_to_the_expression():
+    md = (
+        block("lrs = [0.0, 1.0]")
+        + "`{python} sum(lr == 0 for lr in lrs)`\n\n"
+        + block("lr = 3e-4")
+        + "`{python} sum(lr == 0 for lr in lrs)`\n"
+    )
+    assert inline.transform(md, PAGE)[1] == []
+
+
+def test_transform_keeps_sessions_apart():
+    md = block("k = 1") + "`{python} k`\n\n" + block("k = 2", session="other") + "`{python} k`\n"
+    assert inline.transform(md, PAGE)[1] == []
 
 
 def test_transform_uses_the_blocks_session():
@@ -155,6 +225,23 @@ def test_strict_build_fails_on_a_bad_inline_value(tmp_path, build_runner):
     assert (
         "docs/index.md:7: inline value `{python} nope` raised NameError: name 'nope' is not "
         "defined" in result.stderr
+    )
+
+
+@pytest.mark.build
+def test_strict_build_fails_on_a_name_rebound_after_the_prose_used_it(tmp_path, build_runner):
+    result = tiny_build(
+        tmp_path,
+        '# T\n\n```python exec="1" session="t"\ntotal = 100\n```\n\n`{python} total` steps.'
+        '\n\n```python exec="1" session="t"\ntotal = 2 ** 19\n```\n\n`{python} 400 // total`'
+        " times.\n",
+        runner=build_runner,
+    )
+    assert result.returncode == 1
+    assert (
+        "docs/index.md:13: inline value `{python} 400 // total` reads `total`, bound by the block "
+        "at docs/index.md:3 when the prose first used it at line 7; the block at docs/index.md:9 "
+        "has rebound it since" in result.stderr
     )
 
 

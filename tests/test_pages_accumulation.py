@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 import torch
 
@@ -58,3 +60,12 @@ def test_widget_prints_the_accumulation_widget_with_a_static_figure(ex):
     out = page.widget(ex)
     assert 'data-gf-widget="accumulation"' in out
     assert "<svg" in out
+
+
+def test_inside_source_is_the_loop_of_accumulate_grad():
+    block = page.inside_source()
+    assert block.startswith("```python\ndef accumulate_grad_(model, micro_batches,")
+    code = block.removeprefix("```python\n").removesuffix("\n```")
+    loops = [n for n in ast.walk(ast.parse(code)) if isinstance(n, ast.For)]
+    assert len(loops) == 1 and "loss.backward()" in ast.unparse(loops[0])
+    assert "raise" not in code  # the argument checks are left out

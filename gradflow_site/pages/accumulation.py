@@ -1,4 +1,5 @@
-"""Build side of docs/accumulation.md: the accumulation widget's gradients and its static figure.
+"""Build side of docs/accumulation.md: the accumulation widget's gradients and its static figure,
+and the source of gradflow_ref's accumulation loop shown under "How it works inside".
 
 `explorer` draws micro-batches from one pool of tokens, computes every micro-batch gradient of
 the chapter's token classifier with gradflow_ref.accumulation, accumulates 1 to 16 of them and
@@ -8,11 +9,13 @@ micro-batch gradients vary most), so the browser only draws arrows and sums them
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 
 import torch
 
+from gradflow_ref import accumulation
 from gradflow_ref.accumulation import (
     accumulate_grad_,
     big_batch_grad_,
@@ -27,6 +30,7 @@ __all__ = [
     "TOKENS",
     "Explorer",
     "explorer",
+    "inside_source",
     "plane",
     "static_figure",
     "widget",
@@ -45,6 +49,19 @@ class Explorer:
     exact: float  # largest |accumulated - big batch| / |big batch| over every cell
     micro_grads: dict  # tokens per micro-batch -> (16, params) micro-batch gradients
     plane: torch.Tensor  # (2, params): the projection, scaled so the full gradient is (1, 0)
+
+
+def inside_source() -> str:
+    """Return gradflow_ref's `accumulate_grad_` as a Markdown code block: a one-line signature,
+    then the body from the loop's set-up on (the docstring and argument checks left out)."""
+    fn = accumulation.accumulate_grad_
+    params = ", ".join(  # the defaults in double quotes, as the body writes its strings
+        str(p.replace(annotation=p.empty)).replace("'", '"')
+        for p in inspect.signature(fn).parameters.values()
+    )
+    source = inspect.getsource(fn)
+    body = source[source.index("    steps = len(micro_batches)") :].rstrip()
+    return f"```python\ndef {fn.__name__}({params}):\n{body}\n```"
 
 
 def plane(full: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
