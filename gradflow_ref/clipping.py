@@ -3,7 +3,7 @@
 Taught in docs/clipping.md. Norm clipping follows Pascanu, Mikolov and Bengio, "On the difficulty
 of training recurrent neural networks" (ICML 2013). Same names, signatures and results as
 `torch.nn.utils` (`clip_grad_norm_`, `clip_grad_value_`, `get_total_norm`, `clip_grads_with_norm_`),
-with stricter input checks.
+with stricter input checks; `adam_moments` reads what a gradient left in Adam's state.
 """
 
 import math
@@ -20,6 +20,7 @@ __all__ = [
     "clip_grad_norm_",
     "clip_grad_value_",
     "angle_between",
+    "adam_moments",
 ]
 
 # Device types with fused foreach kernels (torch: the foreach-kernel devices plus the CPU).
@@ -306,3 +307,58 @@ def angle_between(u: torch.Tensor, v: torch.Tensor) -> float:
         )
     cos = torch.clamp(torch.dot(u, v) / (nu * nv), -1.0, 1.0)
     return math.degrees(math.acos(cos.item()))
+
+
+@torch.no_grad()
+def adam_moments(optimizer: torch.optim.Optimizer) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return Adam's bias-corrected moments m_hat and v_hat, each as one flat vector.
+
+    For torch.optim.Adam and AdamW, the step a parameter takes (weight decay aside) is
+    lr * m_hat / (sqrt(v_hat) + eps), element by element, with m_hat = exp_avg / (1 - beta1**t)
+    and v_hat = exp_avg_sq / (1 - beta2**t) (max_exp_avg_sq with amsgrad). Parameters are taken
+    in the order of the optimizer's param groups; those without state yet are skipped.
+
+    Args:
+        optimizer: a torch.optim.Adam or AdamW (or any optimizer with the same state keys)
+            that has taken at least one step.
+
+    Returns:
+        (m_hat, v_hat): two 1-D tensors of equal length in the state's dtype (promoted where
+            parameters differ), on the first parameter's device.
+
+    Raises:
+        TypeError: `optimizer` is not a torch.optim.Optimizer.
+        ValueError: it holds no Adam state (not Adam, or no step taken yet).
+
+    Example:
+        >>> w = torch.nn.Parameter(torch.zeros(2))
+        >>> opt = torch.optim.AdamW([w], lr=0.1)
+        >>> w.grad = torch.tensor([3.0, -4.0])
+        >>> opt.step()
+        >>> m_hat, v_hat = adam_moments(opt)
+        >>> m_hat, v_hat.round()
+        (tensor([ 3., -4.]), tensor([ 9., 16.]))
+    """
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(
+            f"adam_moments: `optimizer` must be a torch.optim.Optimizer, "
+            f"got {type(optimizer).__name__}."
+        )
+    ms, vs = [], []
+    for group in optimizer.param_groups:
+        beta1, beta2 = group.get("betas", (None, None))
+        for p in group["params"]:
+            state = optimizer.state.get(p, {})
+            if "exp_avg" not in state or "exp_avg_sq" not in state or beta1 is None:
+                continue
+            t = float(state["step"])
+            v = state["max_exp_avg_sq"] if group.get("amsgrad") else state["exp_avg_sq"]
+            ms.append((state["exp_avg"] / (1 - beta1**t)).flatten())
+            vs.append((v / (1 - beta2**t)).flatten())
+    if not ms:
+        raise ValueError(
+            "adam_moments: `optimizer` holds no Adam state (exp_avg, exp_avg_sq); pass a "
+            "torch.optim.Adam or AdamW after its first step()."
+        )
+    device = ms[0].device
+    return torch.cat([m.to(device) for m in ms]), torch.cat([v.to(device) for v in vs])

@@ -1,33 +1,66 @@
 # --8<-- [start:imports]
-import copy
 import math
 
-import matplotlib.pyplot as plt
 import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils import parameters_to_vector
 
-from gradflow_ref.clipping import angle_between, clip_grad_norm_, clip_grad_value_
+import gradflow_ref.clipping as ref
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
-torch.manual_seed(0)
 # --8<-- [end:imports]
+
+
+# --8<-- [start:train]
+def train(seed, max_norm, spike_at=None, steps=150, lr=3e-3):
+    torch.manual_seed(seed)
+    teacher = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 1)).to(device)
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 1)).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
+    x_test = torch.randn(256, 16).to(device)
+    y_test = teacher(x_test).detach()
+    log = []
+    for step in range(steps):
+        x, noise = torch.randn(32, 16).to(device), torch.randn(32, 1).to(device)
+        y = (teacher(x).detach() + 0.3 * noise) * (100 if step == spike_at else 1)
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=max_norm)
+        before = parameters_to_vector(model.parameters()).detach()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            moved = (parameters_to_vector(model.parameters()) - before).square().mean().sqrt()
+            m_hat, v_hat = ref.adam_moments(opt)
+            lr_eff = (lr / (v_hat.sqrt() + 1e-8)).median()
+            test_loss = F.mse_loss(model(x_test), y_test)
+        log.append(torch.stack([norm, test_loss, moved / lr, m_hat.norm(), v_hat.norm(), lr_eff]))
+    return dict(zip(["norm", "loss", "step", "m", "v", "lr_eff"], torch.stack(log).T.cpu()))
+
+
+# --8<-- [end:train]
+
+# --8<-- [start:quiet]
+quiet = train(seed=0, max_norm=1.0)
+clipped_steps = int((quiet["norm"] > 1.0).sum())
+print(f"gradient norm: first step {quiet['norm'][0]:.3f}, median {quiet['norm'].median():.3f}")
+print(f"steps clipped: {clipped_steps} of {len(quiet['norm'])}")
+print(f"step per weight, in lr: first {quiet['step'][0]:.3f}, median {quiet['step'].median():.3f}")
+print(f"test loss: after step 1 {quiet['loss'][0]:.4f}, at the end {quiet['loss'][-1]:.4f}")
+# --8<-- [end:quiet]
 
 # --8<-- [start:hand_calc]
 a = torch.zeros(2, device=device, requires_grad=True)
 b = torch.zeros(1, device=device, requires_grad=True)
-a.grad, b.grad = torch.tensor([3.0, 4.0], device=device), torch.tensor([0.0], device=device)
-total = clip_grad_norm_([a, b], max_norm=1.0)
-print(
-    f"max_norm=1.0:  global norm {total:.4f}, clipped to "
-    f"[{a.grad[0]:.4f}, {a.grad[1]:.4f}] and [{b.grad[0]:.4f}]"
-)
-
-a.grad, b.grad = torch.tensor([3.0, 4.0], device=device), torch.tensor([0.0], device=device)
-total = clip_grad_norm_([a, b], max_norm=10.0)
-print(
-    f"max_norm=10.0: global norm {total:.4f}, left as "
-    f"[{a.grad[0]:.4f}, {a.grad[1]:.4f}] and [{b.grad[0]:.4f}]"
-)
-assert a.grad.tolist() == [3.0, 4.0]
+for max_norm in (1.0, 10.0):
+    a.grad = torch.tensor([3.0, 4.0], device=device)
+    b.grad = torch.tensor([0.0], device=device)
+    total = torch.nn.utils.clip_grad_norm_([a, b], max_norm=max_norm)
+    print(
+        f"max_norm={max_norm:<4}: global norm {total:.4f}, gradients now "
+        f"[{a.grad[0]:.4f}, {a.grad[1]:.4f}] and [{b.grad[0]:.4f}]"
+    )
 # --8<-- [end:hand_calc]
 
 # --8<-- [start:norm_vs_value]
@@ -35,67 +68,53 @@ g = torch.tensor([2.4, 0.6], device=device)
 by_norm = torch.zeros(2, device=device, requires_grad=True)
 by_value = torch.zeros(2, device=device, requires_grad=True)
 by_norm.grad, by_value.grad = g.clone(), g.clone()
-clip_grad_norm_(by_norm, max_norm=1.0)
-clip_grad_value_(by_value, clip_value=1.0)
+torch.nn.utils.clip_grad_norm_(by_norm, max_norm=1.0)
+torch.nn.utils.clip_grad_value_(by_value, clip_value=1.0)
 for name, v in [("norm-clipped", by_norm.grad), ("value-clipped", by_value.grad)]:
     print(
         f"{name:>13}: [{v[0]:.3f}, {v[1]:.3f}]  length {v.norm():.3f}  "
-        f"turned by {angle_between(g, v):.1f} degrees"
+        f"turned by {ref.angle_between(g, v):.1f} degrees"
     )
-assert angle_between(g, by_norm.grad) < 0.01 < 10 < angle_between(g, by_value.grad)
-assert by_value.grad.norm() > 1.0
 # --8<-- [end:norm_vs_value]
 
-# --8<-- [start:figure_circle]
-fig, ax = plt.subplots(figsize=(7, 3.6))
-theta = torch.linspace(0, 2 * math.pi, 200)
-ax.plot(theta.cos(), theta.sin(), color="0.5", lw=1, label="max_norm = 1 (circle)")
-ax.plot(
-    [-1, 1, 1, -1, -1],
-    [-1, -1, 1, 1, -1],
-    color="0.5",
-    lw=1,
-    ls=":",
-    label="clip_value = 1 (square)",
-)
-for v, color, label in [
-    (g, "C3", f"gradient, length {g.norm():.2f}"),
-    (by_norm.grad, "C2", f"norm-clipped, turned {angle_between(g, by_norm.grad):.1f}°"),
-    (by_value.grad, "C1", f"value-clipped, turned {angle_between(g, by_value.grad):.1f}°"),
-]:
-    ax.annotate(
-        "",
-        xy=(v[0].item(), v[1].item()),
-        xytext=(0, 0),
-        arrowprops={"arrowstyle": "-|>", "color": color, "lw": 2},
-    )
-    ax.plot([], [], color=color, lw=2, label=label)
-ax.set_xlim(-1.3, 2.7)
-ax.set_ylim(-1.3, 1.6)
-ax.set_aspect("equal")
-ax.axhline(0, color="0.85", lw=0.8, zorder=0)
-ax.axvline(0, color="0.85", lw=0.8, zorder=0)
-ax.set_xlabel("gradient component 1")
-ax.set_ylabel("gradient component 2")
-ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-fig.tight_layout()
-# --8<-- [end:figure_circle]
+# --8<-- [start:spike]
+spike_at, seeds = 50, range(5)
+settings = {"no clipping": math.inf, "max_norm=1.0": 1.0, "max_norm=0.01": 0.01}
+runs = {name: [train(s, c, spike_at) for s in seeds] for name, c in settings.items()}
 
-# --8<-- [start:pytorch_usage]
-model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
-model.to(device)
-optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
-x, y = torch.randn(32, 4).to(device), 100 * torch.randn(32, 1).to(device)
 
-loss = torch.nn.functional.mse_loss(model(x), y)
-loss.backward()
-norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
-applied = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])
-optimizer.step()
-optimizer.zero_grad(set_to_none=True)
+def effects(run, at=spike_at):
+    before = slice(at - 20, at)
+    return {
+        "norm x": run["norm"][at] / run["norm"][before].median(),
+        "step": run["step"][at],
+        "step before": run["step"][before].median(),
+        "m x": run["m"][at] / run["m"][at - 1],
+        "v x": run["v"][at] / run["v"][at - 1],
+        "slow steps": (run["lr_eff"][at:] < run["lr_eff"][at - 1] / 2).sum(),
+        "loss x": run["loss"][at : at + 50].mean() / run["loss"][before].mean(),
+        "final loss": run["loss"][-20:].mean(),
+    }
 
-print(f"gradient norm {norm:.1f} before clipping, {applied:.4f} in the step")
-# --8<-- [end:pytorch_usage]
+
+# --8<-- [end:spike]
+
+
+# --8<-- [start:spike_table]
+def spread(t):
+    text = [f"{x:.3g}" if x < 1000 else f"{x:.0f}" for x in (t.median(), t.min(), t.max())]
+    return "{} ({}-{})".format(*text)
+
+
+found = {}
+for name, logs in runs.items():
+    rows = [effects(log) for log in logs]
+    found[name] = {key: torch.stack([row[key] for row in rows]).float() for key in rows[0]}
+print(f"{'5 seeds':>11}" + "".join(f"{name:>26}" for name in runs))
+for key in found["no clipping"]:
+    print(f"{key:>11}" + "".join(f"{spread(f[key]):>26}" for f in found.values()))
+assert found["max_norm=1.0"]["v x"].max() < found["no clipping"]["v x"].min()
+# --8<-- [end:spike_table]
 
 
 # --8<-- [start:norm_inside]
@@ -113,43 +132,30 @@ def clip_norm(parameters, max_norm, norm_type=2.0):
 # --8<-- [end:norm_inside]
 
 # --8<-- [start:reference]
-loss = torch.nn.functional.mse_loss(model(x), y)
-loss.backward()
-twin, short = copy.deepcopy(model), copy.deepcopy(model)
-for p, q, r in zip(model.parameters(), twin.parameters(), short.parameters()):
-    q.grad, r.grad = p.grad.clone(), p.grad.clone()
-ours = clip_grad_norm_(model.parameters(), max_norm=1.0)
-theirs = torch.nn.utils.clip_grad_norm_(twin.parameters(), max_norm=1.0)
-mine = clip_norm(short.parameters(), max_norm=1.0)
-diff = max(
-    (p.grad - q.grad).abs().max().item() for p, q in zip(model.parameters(), twin.parameters())
-)
-print(f"total norm: gradflow_ref {ours:.6f}, torch {theirs:.6f}, clip_norm {mine:.6f}")
+grads = [100 * torch.randn(shape).to(device) for shape in [(64, 16), (64,), (1, 64), (1,)]]
+copies = {name: [torch.zeros_like(gr) for gr in grads] for name in ("torch", "ref", "mine")}
+for params in copies.values():
+    for p, gr in zip(params, grads):
+        p.grad = gr.clone()
+theirs = torch.nn.utils.clip_grad_norm_(copies["torch"], max_norm=1.0)
+ours = ref.clip_grad_norm_(copies["ref"], max_norm=1.0)
+mine = clip_norm(copies["mine"], max_norm=1.0)
+diff = max((p.grad - q.grad).abs().max().item() for p, q in zip(copies["torch"], copies["ref"]))
+print(f"total norm: torch {theirs:.6f}, gradflow_ref {ours:.6f}, clip_norm {mine:.6f}")
 print(f"largest gradient difference, gradflow_ref against torch: {diff:.1e}")
-assert diff == 0.0 and ours.item() == theirs.item()
-assert all(torch.allclose(q.grad, r.grad) for q, r in zip(twin.parameters(), short.parameters()))
 # --8<-- [end:reference]
 
 
 # --8<-- [start:generator_pitfall]
 def two_pass_clip(parameters, max_norm):
-    total = math.sqrt(sum(p.grad.norm().item() ** 2 for p in parameters if p.grad is not None))
-    scale = max_norm / (total + 1e-6)
-    if scale < 1.0:
-        for p in parameters:
-            if p.grad is not None:
-                p.grad.mul_(scale)
-    return total
+    total = math.sqrt(sum(p.grad.norm().item() ** 2 for p in parameters))
+    for p in parameters:
+        p.grad.mul_(min(1.0, max_norm / total))
 
 
-for name, params in [
-    ("model.parameters()", lambda: model.parameters()),
-    ("list(model.parameters())", lambda: list(model.parameters())),
-]:
-    model.zero_grad()
-    torch.nn.functional.mse_loss(model(x), y).backward()
-    before = two_pass_clip(params(), max_norm=1.0)
-    after = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])
-    print(f"{name:>24}: norm {before:.1f} -> {after:.1f}")
-assert after.item() < 1.0 + 1e-4
+net = torch.nn.Linear(16, 1).to(device)
+net(100 * torch.randn(32, 16).to(device)).square().mean().backward()
+two_pass_clip(net.parameters(), max_norm=1.0)
+pitfall = torch.nn.utils.get_total_norm([p.grad for p in net.parameters()])
+print(f"gradient norm after two_pass_clip(net.parameters(), max_norm=1.0): {pitfall:.1f}")
 # --8<-- [end:generator_pitfall]

@@ -1,4 +1,5 @@
-"""gradflow_ref.clipping against torch.nn.utils: same results to 1 ulp, stricter input checks."""
+"""gradflow_ref.clipping against torch.nn.utils: same results to 1 ulp, stricter input checks;
+adam_moments against the steps torch.optim.Adam and AdamW take."""
 
 import copy
 import math
@@ -8,6 +9,7 @@ import torch
 from torch.nn import utils as tu
 
 from gradflow_ref.clipping import (
+    adam_moments,
     angle_between,
     clip_grad_norm_,
     clip_grad_value_,
@@ -253,6 +255,68 @@ def test_angle_between_is_ninety_for_orthogonal_vectors():
 def test_angle_between_rejects_zero_vector():
     with pytest.raises(ValueError, match="must be non-zero"):
         angle_between(torch.tensor([1.0, 0.0]), torch.zeros(2))
+
+
+def adam_steps(opt_class, steps=5, **kwargs):
+    """Take `steps` steps of `opt_class` on random float64 gradients; return the last step's
+    weights before and after, the optimizer and its parameters."""
+    gen = torch.Generator().manual_seed(5)
+    params = [
+        torch.nn.Parameter(torch.randn(s, generator=gen, dtype=torch.float64)) for s in (7, 3)
+    ]
+    opt = opt_class(params, lr=0.01, betas=(0.9, 0.95), **kwargs)
+    for _ in range(steps):
+        for p in params:
+            p.grad = torch.randn(p.shape, generator=gen, dtype=torch.float64) * 10
+        before = [p.detach().clone() for p in params]
+        opt.step()
+    return before, [p.detach().clone() for p in params], opt
+
+
+@pytest.mark.parametrize("opt_class", [torch.optim.Adam, torch.optim.AdamW])
+@pytest.mark.parametrize("amsgrad", [False, True])
+def test_adam_moments_reproduce_the_step_torch_took(opt_class, amsgrad):
+    before, after, opt = adam_steps(opt_class, amsgrad=amsgrad, weight_decay=0.0)
+    m_hat, v_hat = adam_moments(opt)
+    step = 0.01 * m_hat / (v_hat.sqrt() + 1e-8)
+    moved = torch.cat([(b - a).flatten() for b, a in zip(before, after)])
+    # float64 throughout; torch divides sqrt(v) by sqrt(1 - beta2**t), here v first: a few ulp
+    torch.testing.assert_close(step, moved, rtol=1e-12, atol=1e-15)
+
+
+def test_adam_moments_reproduce_the_adamw_step_with_weight_decay():
+    before, after, opt = adam_steps(torch.optim.AdamW, weight_decay=0.1)
+    m_hat, v_hat = adam_moments(opt)
+    start = torch.cat([b.flatten() for b in before])
+    decay = 0.01 * 0.1 * start
+    step = 0.01 * m_hat / (v_hat.sqrt() + 1e-8)
+    moved = start - torch.cat([a.flatten() for a in after])
+    torch.testing.assert_close(decay + step, moved, rtol=1e-12, atol=1e-15)
+
+
+def test_adam_moments_skip_parameters_without_state():
+    used, unused = torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(5))
+    opt = torch.optim.AdamW([used, unused])
+    used.grad = torch.ones(3)
+    opt.step()
+    m_hat, v_hat = adam_moments(opt)
+    assert m_hat.shape == v_hat.shape == (3,)
+
+
+def test_adam_moments_reject_an_optimizer_without_adam_state():
+    w = torch.nn.Parameter(torch.zeros(2))
+    with pytest.raises(ValueError, match="holds no Adam state"):
+        adam_moments(torch.optim.AdamW([w]))  # no step taken yet
+    sgd = torch.optim.SGD([w], lr=0.1, momentum=0.9)
+    w.grad = torch.ones(2)
+    sgd.step()
+    with pytest.raises(ValueError, match="holds no Adam state"):
+        adam_moments(sgd)
+
+
+def test_adam_moments_reject_what_is_not_an_optimizer():
+    with pytest.raises(TypeError, match="`optimizer` must be a torch.optim.Optimizer"):
+        adam_moments({"exp_avg": torch.zeros(2)})
 
 
 @pytest.mark.cuda
