@@ -1,9 +1,9 @@
 # --8<-- [start:setup]
 import torch
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
+from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
-from gradflow_ref.checkpointing import SavedTensorMeter, checkpoint_sequential, measure, mlp
+from gradflow_ref.checkpointing import SavedTensorMeter, measure, mlp
 from gradflow_ref.master import MasterWeights, training_state_bytes
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -24,9 +24,9 @@ y = (3 * torch.randn(64, 1, generator=data)).to(device)
 h = torch.randn(16, 32, generator=data).to(device)
 deep, shallow = mlp(64, 32, device=device), mlp(16, 32, device=device)
 plain64 = measure(lambda: deep(h), deep)
-ckpt64 = measure(lambda: checkpoint_sequential(deep, 8, h), deep)
+ckpt64 = measure(lambda: checkpoint_sequential(deep, 8, h, use_reentrant=False), deep)
 plain16 = measure(lambda: shallow(h), shallow)
-ckpt16 = measure(lambda: checkpoint_sequential(shallow, 4, h), shallow)
+ckpt16 = measure(lambda: checkpoint_sequential(shallow, 4, h, use_reentrant=False), shallow)
 ckpt_memory = {
     64: plain64.saved_bytes / ckpt64.saved_bytes,
     16: plain16.saved_bytes / ckpt16.saved_bytes,
@@ -68,7 +68,7 @@ def kept_bytes(net, inp, segments=None):
     run = (
         (lambda: net(inp))
         if segments is None
-        else lambda: checkpoint_sequential(net, segments, inp)
+        else lambda: checkpoint_sequential(net, segments, inp, use_reentrant=False)
     )
     return measure(run, net).saved_bytes
 

@@ -117,3 +117,15 @@ def test_selective_extra_is_per_block_difference_from_whole_blocks(gpu_run):
 def test_linear_outputs_are_nine_hidden_widths_per_token():
     run = {"gpt": {"hidden": 4, "seq_len": 8, "micro_batch": 2}}
     assert bench.linear_outputs_mib(run, itemsize=2) == 9 * 4 * 8 * 2 * 2 / 2**20
+
+
+def test_mib_range_collapses_equal_ends(monkeypatch):
+    monkeypatch.setattr(bench, "memory_gaps", lambda r: {"state_mib": (66.2, 66.4)})
+    assert bench.mib_range({}) == "66"
+    monkeypatch.setattr(bench, "memory_gaps", lambda r: {"state_mib": (60.0, 66.0)})
+    assert bench.mib_range({}) == "60 to 66"
+
+
+def test_logits_gib_is_four_bytes_per_vocabulary_score():
+    run = {"gpt": {"micro_batch": 2, "seq_len": 8, "vocab": 16}}
+    assert bench.logits_gib(run) == 2 * 8 * 16 * 4 / 2**30

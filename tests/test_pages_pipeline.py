@@ -10,7 +10,6 @@ import pytest
 import torch
 from torch import nn
 
-from gradflow_ref.loss_scaling import GradScaler
 from gradflow_ref.pipeline import STAGES, PipelineConfig, Trainer, trace_step
 from gradflow_site.pages import pipeline as page
 from tests._site import ROOT
@@ -87,24 +86,30 @@ def test_stage_widget_leaves_the_random_state_as_it_was():
     assert len(data["combos"]) == 8
 
 
-def test_refusal_returns_grad_scalers_message_and_rejects_a_correct_order():
-    scaler, w = GradScaler(), nn.Parameter(torch.ones(2))
+def test_scaler_calls_returns_torchs_message_for_a_second_unscale():
+    scaler, w = torch.amp.GradScaler("cpu"), nn.Parameter(torch.ones(2))
     opt = torch.optim.SGD([w], lr=0.1)
     scaler.scale(w.sum()).backward()
     scaler.unscale_(opt)
     with pytest.raises(RuntimeError) as err:
         scaler.unscale_(opt)
-    assert page.refusal(["backward", "unscale_", "unscale_"]) == str(err.value)
-    with pytest.raises(ValueError, match="refusal"):
-        page.refusal(["backward", "unscale_", "step", "update"])
+    assert page.scaler_calls(["backward", "unscale_", "backward", "unscale_"]) == str(err.value)
+
+
+def test_scaler_calls_shows_update_before_step_unscaling_twice():
+    assert page.scaler_calls(["backward", "unscale_", "step", "update"], scale=8.0) == 1.0
+    assert page.scaler_calls(["backward", "unscale_", "update", "step"], scale=8.0) == 1 / 8
+
+
+def test_scaler_calls_rejects_an_unknown_call():
+    with pytest.raises(ValueError, match="`calls` must be drawn from"):
+        page.scaler_calls(["backward", "clip"])
 
 
 @pytest.mark.parametrize("weight", [0.02, 1.0, 3.0, -0.02, 1e-3])
 def test_bf16_spacing_is_the_gap_to_the_next_bf16_number(weight):
     gap = page.bf16_spacing(weight)
-    w = torch.tensor(weight, dtype=torch.bfloat16)
-    assert float(w) == weight or weight in (0.02, -0.02, 1e-3)  # 0.02 and 1e-3 round
-    up = torch.tensor(abs(float(w)), dtype=torch.bfloat16)
+    up = torch.tensor(abs(weight), dtype=torch.bfloat16)  # the BF16 number nearest the weight
     assert float(up + torch.tensor(0.49 * gap, dtype=torch.bfloat16)) == float(up)
     assert float(up + torch.tensor(0.51 * gap, dtype=torch.bfloat16)) > float(up)
 

@@ -22,6 +22,8 @@ __all__ = [
     "gib",
     "memory_gaps",
     "selective_extra_mib",
+    "mib_range",
+    "logits_gib",
     "linear_outputs_mib",
     "step_table",
     "checkpoint_table",
@@ -148,6 +150,18 @@ def linear_outputs_mib(r: dict, itemsize: int = 2) -> float:
     and V, h for the output projection, 4h and h for the MLP), `itemsize` bytes each."""
     g = r["gpt"]
     return 9 * g["hidden"] * g["seq_len"] * g["micro_batch"] * itemsize / MIB
+
+
+def mib_range(r: dict) -> str:
+    """The excess of the measured states over the count, as "66" or "60 to 66" (MiB)."""
+    low, high = (f"{v:.0f}" for v in memory_gaps(r)["state_mib"])
+    return low if low == high else f"{low} to {high}"
+
+
+def logits_gib(r: dict) -> float:
+    """GiB of one FP32 value per vocabulary entry per token of `r`'s micro-batch."""
+    g = r["gpt"]
+    return g["micro_batch"] * g["seq_len"] * g["vocab"] * 4 / GIB
 
 
 def sweep_ratio(r: dict, k: int) -> float:

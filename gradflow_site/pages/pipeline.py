@@ -15,7 +15,6 @@ import torch
 from torch import nn
 
 from gradflow_ref.checkpointing import SavedTensorMeter, checkpoint_sequential
-from gradflow_ref.loss_scaling import GradScaler
 from gradflow_ref.pipeline import PipelineConfig, Trainer, trace_step
 from gradflow_site.render import build_machine, table
 from gradflow_site.widgets import widget
@@ -23,7 +22,7 @@ from gradflow_site.widgets import widget
 __all__ = [
     "bf16_spacing",
     "build_machine",
-    "refusal",
+    "scaler_calls",
     "spread",
     "scaler_default",
     "stage_widget",
@@ -55,29 +54,39 @@ def spread(values) -> str:
 
 
 def scaler_default(name: str):
-    """Return the default of GradScaler's constructor argument `name`."""
-    return inspect.signature(GradScaler).parameters[name].default
+    """Return the default of torch.amp.GradScaler's constructor argument `name`."""
+    return inspect.signature(torch.amp.GradScaler).parameters[name].default
 
 
-def refusal(calls: list[str]) -> str:
-    """Return the message of the RuntimeError GradScaler raises for `calls` in that order.
+def scaler_calls(calls: list[str], scale: float = 2.0**10) -> str | float:
+    """Run `calls` on torch.amp.GradScaler in that order, for a weight whose gradient is 1.
+
+    Returns:
+        The message of the RuntimeError torch raises, or, when torch accepts the order, the
+        gradient the optimizer's step saw (1.0 when the gradients were unscaled exactly once).
 
     Raises:
-        ValueError: GradScaler accepted every call (the order was not wrong).
+        ValueError: a call is not "backward", "unscale_", "step" or "update".
     """
-    scaler, w = GradScaler(), nn.Parameter(torch.ones(2))
-    opt = torch.optim.SGD([w], lr=0.1)
+    known = ("backward", "unscale_", "step", "update")
+    if any(call not in known for call in calls):
+        raise ValueError(f"scaler_calls: `calls` must be drawn from {known}, got {calls}.")
+    scaler = torch.amp.GradScaler("cpu", init_scale=scale)
+    w = nn.Parameter(torch.ones(1))
+    seen = []
+    opt = torch.optim.SGD([w], lr=0.0)
+    opt.register_step_pre_hook(lambda *_: seen.append(float(w.grad)))
     try:
         for call in calls:
             if call == "backward":
                 scaler.scale(w.sum()).backward()
-            elif call == "step":
-                scaler.step(opt)
+            elif call == "update":
+                scaler.update()
             else:
-                getattr(scaler, call)(*([opt] if call == "unscale_" else []))
+                getattr(scaler, call)(opt)
     except RuntimeError as err:
         return str(err)
-    raise ValueError(f"refusal: GradScaler accepted the calls {calls}; pass an order it refuses.")
+    return seen[-1]
 
 
 def _run_text(out, trainer, found, meter_bytes, n_batches) -> dict[str, str]:
