@@ -1,113 +1,104 @@
 # --8<-- [start:imports]
+import copy
 import math
 
-import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gradflow_ref.loss_scaling import GradScaler, StaticScaler
-from gradflow_ref.precision import FORMATS, classify_tensor, relative_error, stored_value
+import gradflow_ref.loss_scaling as ref
+from gradflow_ref.precision import FORMATS, classify_tensor
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 # --8<-- [end:imports]
 
-# --8<-- [start:rescue]
-S = 1024
-for g in (2e-5, 3e-6, 1e-7, 1e-8):
-    plain = stored_value(g, "float16")
-    rescued = stored_value(g * S, "float16") / S
+# --8<-- [start:loop]
+vocab, dim, tokens = 32, 16, 256
+successor = torch.randperm(vocab, generator=torch.Generator().manual_seed(0)).to(device)
+
+
+def train(model, optimizer, steps, dtype=None, scaling=False):
+    scaler = torch.amp.GradScaler(device, enabled=scaling)
+    losses, zeros = [], []
+    for _ in range(steps):
+        x = torch.randint(vocab, (tokens,)).to(device)
+        with torch.autocast(device, dtype=dtype, enabled=dtype is not None):
+            loss = F.cross_entropy(model(x), successor[x])
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        grads = torch.cat([p.grad.flatten() for p in model.parameters()])
+        zeros.append((grads == 0).float().mean().item())
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+        scaler.step(optimizer)
+        scaler.update()
+        losses.append(loss.item())
+    return losses, zeros
+
+
+# --8<-- [end:loop]
+
+# --8<-- [start:late_training]
+PRECISIONS = {
+    "FP32": (None, False),
+    "FP16": (torch.float16, False),
+    "FP16 + GradScaler": (torch.float16, True),
+    "BF16": (torch.bfloat16, False),
+}
+EARLY, LATE = 300, 200
+early, runs = [], {name: [] for name in PRECISIONS}
+for seed in range(3):
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Embedding(vocab, dim), nn.LayerNorm(dim), nn.Linear(dim, vocab))
+    model = model.to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1)
+    early.append(train(model, optimizer, EARLY))
+    for name, (dtype, scaling) in PRECISIONS.items():
+        torch.manual_seed(100 + seed)
+        runs[name].append(train(*copy.deepcopy((model, optimizer)), LATE, dtype, scaling))
+final = {name: [sum(losses[-20:]) / 20 for losses, _ in seeds] for name, seeds in runs.items()}
+zero_share = {name: max(max(zeros) for _, zeros in seeds) for name, seeds in runs.items()}
+for name in PRECISIONS:
+    lo, hi = min(final[name]), max(final[name])
     print(
-        f"g = {g:<5g} FP16 alone: {plain:.5g} ({relative_error(g, 'float16'):6.2%} off)   "
-        f"x{S} in FP16, / {S} in FP32: {rescued:.5g} ({abs(rescued - g) / g:.3%} off)"
+        f"{name:<18} final loss {lo:.1e} to {hi:.1e}   zero gradients up to {zero_share[name]:.1%}"
     )
-assert stored_value(1e-8, "float16") == 0.0 and stored_value(1e-8 * S, "float16") > 0
-# --8<-- [end:rescue]
+assert min(final["FP16"]) > 5 * max(max(final[n]) for n in PRECISIONS if n != "FP16")
+# --8<-- [end:late_training]
 
-# --8<-- [start:tiny_lm]
-vocab, dim, tokens = 2048, 64, 2048
-
-
-class TinyLM(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.embed = nn.Embedding(vocab, dim)
-        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
-        self.head = nn.Linear(dim, vocab)
-        for p in self.parameters():
-            if p.dim() == 2:
-                nn.init.normal_(p, std=0.02)
-
-    def forward(self, idx):
-        h = self.embed(idx)
-        h = h + self.mlp(self.norm1(h))
-        return self.head(self.norm2(h))
-
-
-# --8<-- [end:tiny_lm]
-
-
-# --8<-- [start:gradients]
+# --8<-- [start:logit_gradients]
 torch.manual_seed(0)
-zipf = 1 / torch.arange(1, vocab + 1) ** 1.1
-stream = torch.multinomial(zipf / zipf.sum(), tokens + 1, replacement=True).to(device)
-model = TinyLM().to(device)
-F.cross_entropy(model(stream[:-1]), stream[1:]).backward()
-grads = torch.cat([p.grad.flatten() for p in model.parameters()])
-nonzero = grads[grads != 0]
-zero_share = (grads == 0).float().mean().item()
-print(f"{grads.numel():,} gradients, {zero_share:.1%} exactly zero in FP32\n")
-print("| scale | rounded to zero | subnormal (fewer bits) | overflow to inf |\n|:--|--:|--:|--:|")
-for k in (0, 4, 8, 16, 24):
-    c = classify_tensor(nonzero * 2.0**k, "float16")
-    print(f"| 2^{k} | {c['underflow']:.3%} | {c['subnormal']:.2%} | {c['overflow']:.3%} |")
-absent = torch.bincount(stream[:-1], minlength=vocab) == 0
-assert (grads == 0).sum() == absent.sum() * dim == (model.embed.weight.grad[absent] == 0).sum()
-# --8<-- [end:gradients]
-
-
-# --8<-- [start:histogram_figure]
-def plot_histogram(nonzero, fp16=FORMATS["float16"]):
-    fig, ax = plt.subplots()
-    log2g = nonzero.abs().log2().cpu()
-    for k, colour in ((0, "tab:blue"), (8, "tab:green")):
-        ax.hist(log2g + k, bins=120, range=(-40, 20), alpha=0.6, color=colour, label=f"scale 2^{k}")
-    zero, normal = math.log2(fp16.min_subnormal) - 1, math.log2(fp16.min_normal)
-    ax.axvspan(-40, zero, color="tab:red", alpha=0.15, label="rounds to zero in FP16")
-    ax.axvspan(zero, normal, color="orange", alpha=0.15, label="FP16 subnormal")
-    inf = math.log2(fp16.overflow_threshold)
-    ax.axvspan(inf, 20, color="black", alpha=0.1, label="overflows to inf")
-    ax.set_xlabel("log2 |gradient x scale|")
-    ax.set_ylabel("number of gradients")
-    ax.set_title("Gradients of a tiny language model at initialisation (FP32)")
-    ax.legend(fontsize="small")
-    return fig
-
-
-fig = plot_histogram(nonzero)
-# --8<-- [end:histogram_figure]
+x = torch.randint(vocab, (tokens,)).to(device)
+logits = model(x).detach().requires_grad_()
+F.cross_entropy(logits, successor[x]).backward()
+g = logits.grad.flatten()
+print("| scale | rounded to zero | subnormal (fewer bits) | normal |\n|:--|--:|--:|--:|")
+for k in (0, 8, 16, 24):
+    c = classify_tensor(g * 2.0**k, "float16")
+    print(f"| 2^{k} | {c['underflow']:.1%} | {c['subnormal']:.1%} | {c['normal']:.1%} |")
+assert torch.allclose(logits.grad, (logits.softmax(-1) - F.one_hot(successor[x], vocab)) / tokens)
+# --8<-- [end:logit_gradients]
 
 # --8<-- [start:fp16_training]
-g = torch.Generator().manual_seed(0)
-xs = torch.randn(8, 64, 16, generator=g).to(device)
-ys = (xs @ torch.randn(16, 8, generator=g).to(device)).argmax(-1)
+gen = torch.Generator().manual_seed(0)
+xs = torch.randn(8, 64, 16, generator=gen).to(device)
+ys = (xs @ torch.randn(16, 8, generator=gen).to(device)).argmax(-1)
 CORRUPTED = (40, 130)
 
 
-def train(scaler, steps, corrupted=CORRUPTED):
+def train_classifier(scaler, steps, corrupted=CORRUPTED):
     torch.manual_seed(1)
     net = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 8)).to(device)
-    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     scales, losses = [], []
     for step in range(steps):
-        x = xs[step % 8] * (1e4 if step in corrupted else 1.0)
+        inputs = xs[step % 8] * (1e4 if step in corrupted else 1.0)
         with torch.autocast(device_type=device, dtype=torch.float16):
-            loss = F.cross_entropy(net(x), ys[step % 8])
+            loss = F.cross_entropy(net(inputs), ys[step % 8])
         scaler.scale(loss).backward()
-        scaler.step(optimizer)
+        scaler.step(opt)
         scaler.update()
-        optimizer.zero_grad()
+        opt.zero_grad()
         scales.append(scaler.get_scale())
         losses.append(loss.item())
     return scales, losses
@@ -116,81 +107,44 @@ def train(scaler, steps, corrupted=CORRUPTED):
 # --8<-- [end:fp16_training]
 
 # --8<-- [start:static_vs_dynamic]
-runs = {}
-for label, scaler in (
-    ("static 2^10", StaticScaler(2.0**10, device=device)),
-    ("static 2^24", StaticScaler(2.0**24, device=device)),
-    ("dynamic from 2^24", GradScaler(device, init_scale=2.0**24, growth_interval=10)),
-):
-    scales, losses = train(scaler, steps=60)
-    runs[label] = {"skipped": scaler.skipped_steps, "losses": losses, "scales": scales}
+scalers = {
+    "static 2^10": ref.StaticScaler(2.0**10, device=device),
+    "static 2^24": ref.StaticScaler(2.0**24, device=device),
+    "dynamic from 2^24": ref.GradScaler(device, init_scale=2.0**24, growth_interval=10),
+}
+results = {}
+for label, scaler in scalers.items():
+    scales, losses = train_classifier(scaler, steps=60)
+    results[label] = {"skipped": scaler.skipped_steps, "losses": losses, "scales": scales}
     print(
         f"{label:<18} skipped {scaler.skipped_steps:2d} of 60 steps, "
         f"loss {losses[0]:.3f} -> {losses[-1]:.3f}, final scale 2^{math.log2(scales[-1]):.0f}"
     )
-for steps in (CORRUPTED[0], CORRUPTED[0] + 1):  # 2^10 skips the corrupted batch, nothing before
-    scaler = StaticScaler(2.0**10, device=device)
-    train(scaler, steps)
-    assert scaler.skipped_steps == steps - CORRUPTED[0]
-dynamic = runs["dynamic from 2^24"]["scales"]
-assert runs["static 2^10"]["skipped"] == 1 and runs["static 2^24"]["skipped"] == 60
-assert dynamic[CORRUPTED[0]] < dynamic[CORRUPTED[0] - 1]
 # --8<-- [end:static_vs_dynamic]
 
 # --8<-- [start:dynamic_history]
-history_scaler = GradScaler(device, init_scale=2.0**16, growth_interval=10)
-history, history_losses = train(history_scaler, steps=200)
-skipped = [s for s in range(1, 200) if history[s] < history[s - 1]]
-print(
-    f"{history_scaler.skipped_steps} skipped steps (at {', '.join(map(str, skipped))}); "
-    f"scale from 2^16 to 2^{math.log2(history[-1]):.0f}"
+history, history_losses = train_classifier(
+    torch.amp.GradScaler(device, init_scale=2.0**16, growth_interval=10), steps=200
 )
-assert set(CORRUPTED) <= set(skipped)
-# after the first two skips, the scale grows again before every skip on a clean batch
-assert all(
-    max(history[a:b]) > history[a] for a, b in zip(skipped[1:], skipped[2:]) if b not in CORRUPTED
-)
+skips = [s for s, (a, b) in enumerate(zip([2.0**16] + history, history)) if b < a]
+print(f"{len(skips)} skipped, at steps {', '.join(map(str, skips))}")
+print(f"final scale 2^{math.log2(history[-1]):.0f}")
+assert set(CORRUPTED) <= set(skips)
 # --8<-- [end:dynamic_history]
 
-
-# --8<-- [start:dynamic_history_figure]
-def plot_history(history, skipped, corrupted=CORRUPTED):
-    fig, ax = plt.subplots()
-    ax.step(range(len(history)), [math.log2(s) for s in history], where="post", label="log2 scale")
-    marks = [math.log2(history[s]) for s in skipped]
-    ax.plot(skipped, marks, "x", color="tab:red", label="step skipped (inf/NaN gradient)")
-    for s in corrupted:
-        ax.axvline(s, color="grey", linestyle=":", linewidth=1)
-    ax.set_xlabel("step")
-    ax.set_ylabel("log2 of the loss scale")
-    ax.set_title("Dynamic loss scale of an FP16 run (dotted: corrupted batches)")
-    ax.legend()
-    return fig
-
-
-fig = plot_history(history, skipped)
-# --8<-- [end:dynamic_history_figure]
+# --8<-- [start:inside]
+inside = ref.GradScaler(device, init_scale=2.0**16, growth_interval=10)
+inside_history, _ = train_classifier(inside, steps=200)
+print(f"same 200-step scale history as torch.amp.GradScaler: {inside_history == history}")
+print(f"skipped steps it counted: {inside.skipped_steps}")
+assert inside_history == history
+# --8<-- [end:inside]
 
 # --8<-- [start:bf16_needs_none]
-for name in ("float16", "bfloat16"):
-    c = classify_tensor(nonzero, name)
-    print(
-        f"{FORMATS[name].label}: {c['underflow']:.3%} rounded to zero, "
-        f"{c['subnormal']:.2%} subnormal, smallest normal {FORMATS[name].min_normal:.3g}"
-    )
-print(f"smallest nonzero |gradient|: {nonzero.abs().min():.3g}")
-assert classify_tensor(nonzero, "bfloat16")["normal"] == 1.0
+for fmt in ("float16", "bfloat16"):
+    c = classify_tensor(g, fmt)
+    print(f"{FORMATS[fmt].label}: {c['underflow']:.1%} zero, {c['subnormal']:.1%} subnormal")
+print(f"smallest |g|: {g.abs().min():.2e}")
+print(f"BF16's smallest normal: {torch.finfo(torch.bfloat16).tiny:.2e}")
+assert classify_tensor(g, "bfloat16")["normal"] == 1.0
 # --8<-- [end:bf16_needs_none]
-
-# --8<-- [start:pytorch_usage]
-torch_scales, _ = train(torch.amp.GradScaler(device, growth_interval=10), steps=60)
-defaults = torch.amp.GradScaler(device)
-print(
-    f"torch.amp.GradScaler({device!r}) defaults: init_scale {defaults.get_scale():g}, "
-    f"growth_factor {defaults.get_growth_factor():g}, "
-    f"backoff_factor {defaults.get_backoff_factor():g}, "
-    f"growth_interval {defaults.get_growth_interval()}"
-)
-print(f"same 60-step scale history as gradflow_ref: {torch_scales == history[:60]}")
-assert torch_scales == history[:60]
-# --8<-- [end:pytorch_usage]

@@ -1,7 +1,7 @@
 """The loss-scaling widgets (docs/loss_scaling.md) in chromium.
 
-scaling_histogram: the FP16 counts the browser derives from a log2 histogram
-(GF.logic.scaling_histogram.counts) against torch's own cast, `(g * 2^k).half()`, on tensors
+loss_scaling_histogram: the FP16 counts the browser derives from a log2 histogram
+(GF.logic.loss_scaling_histogram.counts) against torch's own cast, `(g * 2^k).half()`, on tensors
 built to sit on every rounding boundary and on the page's real gradients; and the slider.
 dynamic_scaling: the update rule the browser runs (GF.logic.dynamic_scaling.next) against the
 recorded gradflow_ref run, and against gradflow_ref's and torch's GradScaler on injected inf
@@ -82,16 +82,20 @@ def boundary_gradients() -> torch.Tensor:
     return torch.cat([g, spread, -spread * 0.7])
 
 
-def test_scaling_histogram_counts_match_torch_on_rounding_boundaries(page):
+def test_loss_scaling_histogram_counts_match_torch_on_rounding_boundaries(page):
     g = boundary_gradients()
     hist = histogram(g)
-    ours = page.evaluate("h => h.exponents.map(k => GF.logic.scaling_histogram.counts(h, k))", hist)
+    ours = page.evaluate(
+        "h => h.exponents.map(k => GF.logic.loss_scaling_histogram.counts(h, k))", hist
+    )
     assert ours == [fp16_counts(g, k) for k in EXPONENTS]
 
 
-def test_scaling_histogram_counts_match_the_pages_torch_counts(page):
-    data = widget_data(page, "scaling_histogram")
-    ours = page.evaluate("d => d.exponents.map(k => GF.logic.scaling_histogram.counts(d, k))", data)
+def test_loss_scaling_histogram_counts_match_the_pages_torch_counts(page):
+    data = widget_data(page, "loss_scaling_histogram")
+    ours = page.evaluate(
+        "d => d.exponents.map(k => GF.logic.loss_scaling_histogram.counts(d, k))", data
+    )
     fp16 = data["fp16"]
     expected = [
         {name: fp16[name][i] for name in ("zero", "subnormal", "overflow")}
@@ -99,13 +103,16 @@ def test_scaling_histogram_counts_match_the_pages_torch_counts(page):
     ]
     assert ours == expected
     assert sum(data["counts"]) == data["total"]
-    # the chosen model and grid show all three effects: zeros at 2^0, none at 2^8, inf at 2^24
-    assert fp16["zero"][0] > 0 and fp16["zero"][8] == 0 and fp16["overflow"][24] > 0
+    # the page's logit gradients late in training: most are zero in FP16 unscaled, few at
+    # GradScaler's default 2^16, and none overflows even at 2^24
+    total = data["total"]
+    assert fp16["zero"][0] > 0.9 * total and fp16["zero"][16] < 0.05 * total
+    assert not any(fp16["overflow"])
 
 
-def test_scaling_histogram_slider_updates_the_status(page):
-    data = widget_data(page, "scaling_histogram")
-    widget = page.locator('[data-gf-widget="scaling_histogram"]')
+def test_loss_scaling_histogram_slider_updates_the_status(page):
+    data = widget_data(page, "loss_scaling_histogram")
+    widget = page.locator('[data-gf-widget="loss_scaling_histogram"]')
     slider, status = widget.locator("input[type=range]"), widget.locator(".gf-status")
     for keys, k in ((["End"], 24), (["Home"] + ["ArrowRight"] * 8, 8)):
         slider.focus()
@@ -205,3 +212,12 @@ def test_dynamic_scaling_buttons_and_slider_step_through_the_run(page):
     widget.get_by_role("button", name="Pause").click()
     t = int(status.get_attribute("data-step"))
     shows(t)
+
+
+def test_loss_scaling_histogram_draws_every_fp16_zone_with_positive_width(page):
+    widget = page.locator('[data-gf-widget="loss_scaling_histogram"]')
+    widths = widget.locator("svg.gf-chart rect[fill-opacity]").evaluate_all(
+        "rects => rects.map(r => +r.getAttribute('width'))"
+    )
+    # zero, subnormal and overflow, however small the page's gradients are
+    assert len(widths) == 3 and all(w > 0 for w in widths)

@@ -1,20 +1,21 @@
 // Chapter 5: a loss scale of 2^k against FP16's range. The histogram of log2 |g| for the
-// nonzero gradients of the chapter's tiny language model (computed at build time) shifts k
-// units to the right; shaded zones mark where FP16 stores zero, subnormals and inf. The counts
+// chapter's logit gradients late in training (computed at build time) shifts k units to the
+// right; shaded zones mark where FP16 stores zero, subnormals and inf. The x axis always
+// reaches past FP16's overflow limit, however small the gradients. The counts
 // in the status line are torch's: (g * 2^k).half() == 0, subnormal, inf, for every k.
 // data: {width (bin width in log2 units), first (index of the first bin: bin i holds
 //   2^((i-1)*width) < |g| <= 2^(i*width)), counts, exponents: [k...], total,
 //   fp16: {zero: [...], subnormal: [...], overflow: [...]} (torch, one per exponent),
 //   sliver: {normal: [...], inf: [...]} (per exponent: gradients that FP16 rounds up across
 //   the subnormal/normal or the finite/inf boundary), limits: {zero, normal, inf} (log2 units)}
-GF.register("scaling_histogram", (live, data) => {
+GF.register("loss_scaling_histogram", (live, data) => {
   const { counts, exponents, total, fp16, limits } = data;
   // log2 of FP16's limits: |x| <= 2^-25 (half the smallest subnormal) rounds to zero, below
   // 2^-14 is subnormal, from 65520 (2^16 - 2^4) up rounds to inf
   const E = { zero: -25, normal: -14, top: 16 };
   /** The bins (x0, x1] of log2 |g| in a histogram {width, first, counts}. */
   const binsOf = (hist) => hist.counts.map((count, j) => ({ x0: (hist.first + j - 1) * hist.width, x1: (hist.first + j) * hist.width, count }));
-  GF.logic.scaling_histogram = {
+  GF.logic.loss_scaling_histogram = {
     /** The bins of |g| * 2^k: multiplying by a power of two adds k to every log2 exactly. */
     shift: (hist, k) => binsOf(hist).map((b) => ({ x0: b.x0 + k, x1: b.x1 + k, count: b.count })),
     /** FP16's zone of a shifted bin (x0, x1]; bin edges and the zero/normal limits are integers. */
@@ -27,7 +28,7 @@ GF.register("scaling_histogram", (live, data) => {
      */
     counts: (hist, k) => {
       const i = hist.exponents.indexOf(k);
-      const sum = (keep) => GF.logic.scaling_histogram.shift(hist, k).filter(keep).reduce((s, b) => s + b.count, 0);
+      const sum = (keep) => GF.logic.loss_scaling_histogram.shift(hist, k).filter(keep).reduce((s, b) => s + b.count, 0);
       const zero = sum((b) => b.x1 <= E.zero);
       return {
         zero,
@@ -36,16 +37,17 @@ GF.register("scaling_histogram", (live, data) => {
       };
     },
   };
-  const L = GF.logic.scaling_histogram;
+  const L = GF.logic.loss_scaling_histogram;
   const colours = { zero: GF.color(1), subnormal: GF.color(4), normal: GF.color(0), overflow: GF.color(3) };
   const names = { zero: "rounds to zero", subnormal: "subnormal (fewer bits)", normal: "normal", overflow: "overflows to inf" };
   const bins = binsOf(data);
-  const xmin = Math.floor(bins[0].x0) - 4, xmax = Math.ceil(bins[bins.length - 1].x1) + exponents[exponents.length - 1] + 2;
+  const xmin = Math.min(Math.floor(bins[0].x0), Math.floor(limits.zero)) - 4;
+  const xmax = Math.max(Math.ceil(bins[bins.length - 1].x1) + exponents[exponents.length - 1], Math.ceil(limits.inf)) + 2;
   const ymax = 10 ** Math.ceil(Math.log10(Math.max(...counts)));
   const chart = GF.chart({
     title: "Histogram of log2 of the scaled gradients",
     height: 280,
-    x: { min: xmin, max: xmax, label: "log2 |gradient × scale|", ticks: [-30, -25, -14, 0, 16].filter((t) => t > xmin && t < xmax) },
+    x: { min: xmin, max: xmax, label: "log2 |gradient × scale|", ticks: [-50, -40, -30, -25, -14, 0, 16].filter((t) => t > xmin && t < xmax) },
     y: { min: 0.7, max: ymax, log: true, label: "gradients per bin" },
   });
   const zones = GF.s("g", {});
