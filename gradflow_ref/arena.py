@@ -176,7 +176,7 @@ class _Linear(nn.Module):
 
     With BF16/FP16 inputs and weights this is a tensor core's contract: low-precision operands,
     FP32 accumulation, a low-precision result (and CPU BF16 matmuls are far slower than FP32).
-    With FP32 tensors `.float()` and `.to()` return their input, so it is plain F.linear.
+    With FP32 tensors it is plain F.linear.
     """
 
     def __init__(self, weight: nn.Parameter) -> None:
@@ -184,6 +184,8 @@ class _Linear(nn.Module):
         self.weight = weight  # (out, width), in the working dtype once MasterWeights casts it
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float32:
+            return F.linear(x, self.weight)
         return F.linear(x.float(), self.weight.float()).to(x.dtype)
 
 
@@ -330,10 +332,11 @@ class _Student:
             master = MasterWeights(model, dtype=dtype)  # casts `model` in place
         weights = list(model.parameters())
         params = master.params if master else weights
+        # foreach: one kernel per step for all weights, not a Python loop; the same arithmetic
         if cfg.optimizer == "sgd":
-            opt = torch.optim.SGD(params, lr=cfg.lr)
+            opt = torch.optim.SGD(params, lr=cfg.lr, foreach=True)
         else:
-            opt = torch.optim.Adam(params, lr=cfg.lr)
+            opt = torch.optim.Adam(params, lr=cfg.lr, foreach=True)
         scaler = None
         if rec.loss_scaling and dtype == torch.float16:
             scaler = GradScaler(torch.device(cfg.device).type)
@@ -342,7 +345,9 @@ class _Student:
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.rec.checkpoint:
-            return checkpoint_sequential(self.model, self.cfg.n_segments, x).float()
+            # nothing in the student draws random numbers: no RNG state to save and restore
+            segments = self.cfg.n_segments
+            return checkpoint_sequential(self.model, segments, x, preserve_rng_state=False).float()
         return self.model(x).float()
 
     def backward(self, x_all: torch.Tensor, y_all: torch.Tensor) -> float:

@@ -19,10 +19,12 @@ __all__ = ["FIGURE_ALT", "build_machine", "plain_log_ticks", "svg", "table", "qu
 FIGURE_ALT = {
     # what the figure draws, not what the runs did (that is computed: the chapter appends it)
     "arena:figure": (
-        "Five panels of held-out loss against optimizer step on a log scale, one per condition: "
-        "reference, depth 48, learning rate 1.0, batch 1 and FP16, with one line per recipe. A "
-        "cross at the top of a panel marks the step after which a run's weights became inf or "
-        "NaN; each run's final loss is in the failure-mode table that follows."
+        "Four panels of held-out loss against optimizer step on a log scale, one per condition: "
+        "reference, learning rate 1.0, batch 1 and FP16 (mixed and full only). Each recipe has a "
+        "line, the median of three seeds, and a shaded band from the lowest seed to the highest; "
+        "the checkpointing line is dashed with crosses over a thick baseline line. A cross at the "
+        "top of a panel marks the step after which a seed's weights became inf or NaN; the ranges "
+        "of the final losses are in the failure-mode table that follows."
     ),
 }
 

@@ -39,3 +39,7 @@ def test_costs_rejects_a_snippet_without_its_sections(tmp_path):
     snippet.write_text("# --8<-- [start:setup]\nx = 1\n# --8<-- [end:setup]\n", encoding="utf-8")
     with pytest.raises(ValueError, match="no section 'checkpoint_costs'"):
         sheet.costs(snippet)
+
+
+def test_state_bytes_per_param_is_autocasts_sixteen():
+    assert sheet.state_bytes_per_param() == 4 + 4 + 8  # FP32 params, FP32 grads, two moments

@@ -1,6 +1,7 @@
 """The arena widget (docs/arena.md) in chromium: every control selects the grid cell whose
-build-time runs it draws, the step slider and Play move along the steps, and the runs it holds
-are those gradflow_ref.arena.train produces for the same configuration.
+build-time runs it draws, the FP16 switch changes only the low-precision recipes and labels the
+others FP32, the step slider and Play move along the steps, and the runs it holds are those
+gradflow_ref.arena.train produces for the same configuration.
 
 The page stores each held-out loss to 4 significant digits (gradflow_site.widgets.rounded), so a
 stored loss is within 5e-4 of train()'s, relatively.
@@ -74,23 +75,38 @@ def expected_final(run) -> float:
     return math.inf if run["loss"][-1] is None else run["loss"][-1]
 
 
+def cell_runs(data, index, half: bool) -> dict[str, dict]:
+    """The runs the widget should draw: FP16 replaces only the low-precision recipes' runs."""
+    i, j, k = index
+    bf16, fp16 = data["runs"][i][j][k]
+    low = data["low_precision"]
+    return {
+        name: fp16[r] if half and name in low else bf16[r] for r, name in enumerate(data["recipes"])
+    }
+
+
+def test_arena_widget_leaves_out_a_slider_over_one_value(page, data):
+    fig = widget(page)
+    for label, key in (("Depth", "depth"), ("Learning rate", "lr"), ("Batch size", "batch_size")):
+        shown = fig.get_by_role("slider", name=label).count()
+        assert shown == (len(data[key]) > 1), label
+
+
 def test_arena_widget_every_control_draws_its_cells_runs(page, data):
     fig = widget(page)
-    sliders = [
-        fig.get_by_role("slider", name=label) for label in ("Depth", "Learning rate", "Batch size")
-    ]
+    assert len(data["depth"]) == 1, "this test moves the learning-rate and batch sliders only"
+    sliders = [fig.get_by_role("slider", name=label) for label in ("Learning rate", "Batch size")]
     fp16 = fig.get_by_role("checkbox", name="FP16 instead of BF16")
     fig.get_by_role("slider", name="Step").press("End")
+    depth = data["depth"][0]
     # nested loops move one control per cell: every control takes every value
-    for i, depth in enumerate(data["depth"]):
-        move(sliders[0], i)
-        for j, lr in enumerate(data["lr"]):
-            move(sliders[1], j)
-            for k, batch in enumerate(data["batch_size"]):
-                move(sliders[2], k)
-                for half in (False, True):
-                    fp16.set_checked(half)
-                    check_cell(snapshot(page), data, (depth, lr, batch, half), (i, j, k))
+    for j, lr in enumerate(data["lr"]):
+        move(sliders[0], j)
+        for k, batch in enumerate(data["batch_size"]):
+            move(sliders[1], k)
+            for half in (False, True):
+                fp16.set_checked(half)
+                check_cell(snapshot(page), data, (depth, lr, batch, half), (0, j, k))
 
 
 def check_cell(shot, data, cell, index):
@@ -98,24 +114,44 @@ def check_cell(shot, data, cell, index):
     status = shot["status"]
     assert [float(status[key]) for key in ("depth", "lr", "batch")] == [depth, lr, batch]
     assert status["fp16"] == str(half).lower() and status["step"] == str(data["steps"])
-    i, j, k = index
-    runs = dict(zip(data["recipes"], data["runs"][i][j][k][half]))
+    runs = cell_runs(data, index, half)
     assert list(shot["runs"]) == list(runs) == list(RECIPES)
     for (name, run), row in zip(runs.items(), shot["table"]):
         shown = shot["runs"][name]
         assert float(shown["final"]) == expected_final(run), (cell, name)
         assert shown["status"] == run["status"], (cell, name)
         assert shown["cross"] == (run["dead"] is not None), (cell, name)
-        assert row[0] == name and row[3] == str(run["skipped"]), (cell, row)
+        assert row[0] == name and row[4] == str(run["skipped"]), (cell, row)
         if run["status"] != "NaN/inf":
-            assert row[2].endswith(f"({run['status']})"), (cell, row)
+            assert row[3].endswith(f"({run['status']})"), (cell, row)
         elif run["dead"] is not None:
-            assert row[2] == f"weights inf/NaN after step {run['dead']}", (cell, row)
+            assert row[3] == f"weights inf/NaN after step {run['dead']}", (cell, row)
+
+
+def test_arena_widget_fp16_retrains_only_the_low_precision_recipes(page, data):
+    fig = widget(page)
+    fp16 = fig.get_by_role("checkbox", name="FP16 instead of BF16")
+    fp16.set_checked(False)
+    bf16 = snapshot(page)
+    fp16.set_checked(True)
+    half = snapshot(page)
+    low = data["low_precision"]
+    assert low == ["mixed", "full"]
+    for row_bf, row_half in zip(bf16["table"], half["table"]):
+        name = row_bf[0]
+        if name in low:
+            assert (row_bf[1], row_half[1]) == ("BF16", "FP16"), name
+        else:
+            # one FP32 run, drawn under either setting and labelled as such
+            assert row_bf[1] == row_half[1] == "FP32", name
+            assert row_bf[2:] == row_half[2:], name
+            assert bf16["runs"][name] == half["runs"][name], name
+    fp16.set_checked(False)
 
 
 @pytest.mark.parametrize(
     "cell",
-    [(3, 1.0, 1, True), (12, 0.1, 1, False)],
+    [(12, 1.0, 1, True), (12, 0.1, 1, False)],
     ids=lambda c: "depth{}-lr{}-batch{}-{}".format(*c[:3], "fp16" if c[3] else "bf16"),
 )
 def test_arena_widget_runs_match_train(page, data, cell):
@@ -147,11 +183,10 @@ def test_arena_widget_runs_match_train(page, data, cell):
 
 def test_arena_widget_step_slider_draws_the_loss_at_that_step(page, data):
     fig = widget(page)
-    move(fig.get_by_role("slider", name="Depth"), data["depth"].index(3))
     move(fig.get_by_role("slider", name="Learning rate"), data["lr"].index(1.0))
     move(fig.get_by_role("slider", name="Batch size"), data["batch_size"].index(1))
     fig.get_by_role("checkbox", name="FP16 instead of BF16").set_checked(True)
-    runs = page.evaluate("GF.logic.arena.cell(3, 1.0, 1, true)")
+    runs = page.evaluate("GF.logic.arena.cell(12, 1.0, 1, true)")
     assert runs["mixed"]["dead"] is not None, "this cell should hold a run that dies"
     step = fig.get_by_role("slider", name="Step")
     step.press("Home")

@@ -12,7 +12,7 @@ import io
 from pathlib import Path
 from types import SimpleNamespace
 
-__all__ = ["COST_SECTIONS", "costs"]
+__all__ = ["COST_SECTIONS", "costs", "state_bytes_per_param"]
 
 ROOT = Path(__file__).resolve().parents[2]
 SNIPPET = ROOT / "snippets" / "cheatsheet.py"
@@ -43,3 +43,11 @@ def costs(snippet: Path = SNIPPET) -> SimpleNamespace:
         for name in COST_SECTIONS:
             exec(compile(found[name], f"{snippet}:{name}", "exec"), namespace)  # noqa: S102
     return SimpleNamespace(**{k: v for k, v in namespace.items() if not k.startswith("__")})
+
+
+def state_bytes_per_param() -> int:
+    """Bytes of state per parameter in gradflow_ref.memory's default (autocast) layout, AdamW."""
+    from gradflow_ref.memory import MemoryConfig, training_memory
+
+    one = training_memory(MemoryConfig(n_params=1))
+    return one.total - one.activations

@@ -1,18 +1,24 @@
 // Chapter 8: the arena. Sliders pick one condition of a grid (depth, learning rate, batch size,
-// BF16 or FP16 for the mixed recipes); the chart draws the held-out loss of the six recipes after
-// every optimizer step, from runs of gradflow_ref.arena.train made at build time. Play animates
-// the steps; a table gives each recipe's loss at the chosen step and how its run ended.
-// data: {depth: [..], lr: [..], batch_size: [..], steps, recipes: [names], start: {depth, lr,
-//   batch_size}, runs: [depth i][lr i][batch i][0 = BF16, 1 = FP16][recipe i] =
+// BF16 or FP16 for the low-precision recipes); the chart draws the held-out loss of the six
+// recipes after every optimizer step, from one-seed runs of gradflow_ref.arena.train. Play
+// animates the steps; a table gives each recipe's precision, its loss at the chosen step and how
+// its run ended. A slider over a single value is left out.
+// data: {depth: [..], lr: [..], batch_size: [..], steps, recipes: [names], low_precision:
+//   [the recipes that train in BF16 or FP16], start: {depth, lr, batch_size},
+//   runs: [depth i][lr i][batch i][0 = BF16, 1 = FP16][recipe i] =
 //   {loss: [held-out loss after 0..n steps, null where inf/NaN], status, dead: steps after
-//   which a weight was inf/NaN (the run stopped there) or null, skipped: steps skipped}}
+//   which a weight was inf/NaN (the run stopped there) or null, skipped: steps skipped};
+//   in the FP16 half a recipe outside low_precision is null: it trains in FP32 and has one run,
+//   the one in the BF16 half}
 GF.register("arena", (live, data) => {
   const { steps, recipes, start } = data;
   const YMIN = 0.1, YMAX = 100;
   // the styles of the page's matplotlib figure: colour AND dash AND marker tell recipes apart
-  const DASH = { baseline: null, clip: "7 4", mixed: "9 3 2 3", accum: "2 3", ckpt: null, full: null };
+  const DASH = { baseline: null, clip: "7 4", mixed: "9 3 2 3", accum: "2 3", ckpt: "5 4", full: null };
   const MARK = { baseline: "circle", clip: "square", mixed: "up", accum: "down", ckpt: "cross", full: "diamond" };
-  const WIDTH = { baseline: 3.5, ckpt: 1.5 }; // ckpt lies on the baseline: draw it thinner on top
+  // ckpt computes the baseline's numbers exactly: draw it dashed and thinner on top of a thick baseline
+  const WIDTH = { baseline: 3.5, ckpt: 1.5 };
+  const low = data.low_precision;
   // a learning rate as the page's prose prints it (1.0, not 1)
   const num = (v) => (Number.isInteger(v) ? v.toFixed(1) : String(v));
   const style = (name) => ({
@@ -21,13 +27,18 @@ GF.register("arena", (live, data) => {
   });
 
   const logic = (GF.logic.arena = {
-    /** The six runs of one condition, {recipe: run}; fp16 only changes the mixed recipes. */
+    /**
+     * The six runs of one condition, {recipe: run}. fp16 changes only the low-precision recipes;
+     * the others train in FP32 and have one run, drawn under either setting.
+     */
     cell(depth, lr, batchSize, fp16) {
       const i = data.depth.indexOf(depth), j = data.lr.indexOf(lr), k = data.batch_size.indexOf(batchSize);
       if (i < 0 || j < 0 || k < 0) throw new Error(`arena: no run for depth ${depth}, lr ${lr}, batch ${batchSize}`);
-      const runs = data.runs[i][j][k][fp16 ? 1 : 0];
-      return Object.fromEntries(recipes.map((name, r) => [name, runs[r]]));
+      const [bf16, fp16Runs] = data.runs[i][j][k];
+      return Object.fromEntries(recipes.map((name, r) => [name, fp16 && low.includes(name) ? fp16Runs[r] : bf16[r]]));
     },
+    /** The format a recipe trains in under the FP16 switch. */
+    precision: (name, fp16) => (low.includes(name) ? (fp16 ? "FP16" : "BF16") : "FP32"),
     /** Held-out loss after `step` steps: a number, null (inf/NaN) or undefined (run stopped). */
     lossAt: (run, step) => (step < run.loss.length ? run.loss[step] : undefined),
     /** How a run ended, in words. */
@@ -159,11 +170,12 @@ GF.register("arena", (live, data) => {
       const here = logic.text(logic.lossAt(run, step));
       return [name, here, logic.ending(run), String(run.skipped)];
     });
-    tableWrap.replaceChildren(GF.table(["recipe", `loss at step ${step}`, `end (step ${steps})`, "skipped steps"], rows));
+    tableWrap.replaceChildren(GF.table(["recipe", "precision", `loss at step ${step}`, `end (step ${steps})`, "skipped steps"],
+      rows.map(([name, ...rest]) => [name, logic.precision(name, fp16), ...rest])));
     const by = (st) => recipes.filter((n) => runs[n].status === st);
     const learn = by("learns"), worse = by("worse than start"), dead = by("NaN/inf");
     const best = learn.length ? learn.reduce((a, b) => (runs[b].loss.at(-1) < runs[a].loss.at(-1) ? b : a)) : null;
-    const cond = `Depth ${depth}, learning rate ${num(lr)}, batch ${batch}, ${fp16 ? "FP16" : "BF16"}`;
+    const cond = `Depth ${depth}, learning rate ${num(lr)}, batch ${batch}, ${low.join(" and ")} in ${fp16 ? "FP16" : "BF16"}, the others in FP32`;
     const list = (names, one, many) => `${names.join(", ")} ${names.length === 1 ? one : many}`;
     const story = [
       learn.length ? `${list(learn, "learns", "learn")} (${learn.length > 1 ? `lowest: ${best}, ` : ""}${GF.fmt(runs[best].loss.at(-1))})` : "no recipe learns",
@@ -192,8 +204,9 @@ GF.register("arena", (live, data) => {
     set("step")(next);
     return next < steps;
   }, 500);
+  const sliders = [[data.depth, depth], [data.lr, lr], [data.batch_size, batch]];
   live.append(
-    GF.controls(depth.el, lr.el, batch.el, fp16.el),
+    GF.controls(...sliders.filter(([values]) => values.length > 1).map(([, s]) => s.el), fp16.el),
     GF.controls(player.el, stepSlider.el),
     legend, chart.svg, status, tableWrap,
   );
