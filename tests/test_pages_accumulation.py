@@ -7,7 +7,13 @@ import ast
 import pytest
 import torch
 
-from gradflow_ref.accumulation import big_batch_grad_, flat_grad, make_micro_batches, make_model
+from gradflow_ref.accumulation import (
+    big_batch_grad_,
+    divisor_bug_update_ratio,
+    flat_grad,
+    make_micro_batches,
+    make_model,
+)
 from gradflow_site.pages import accumulation as page
 
 STORED = 1e-3  # atol of values the payload stores to 4 significant digits (|value| < 3)
@@ -69,3 +75,21 @@ def test_inside_source_is_the_loop_of_accumulate_grad():
     loops = [n for n in ast.walk(ast.parse(code)) if isinstance(n, ast.For)]
     assert len(loops) == 1 and "loss.backward()" in ast.unparse(loops[0])
     assert "raise" not in code  # the argument checks are left out
+
+
+def test_divisor_bug_norms_differ_by_the_number_of_micro_batches():
+    right, wrong = page.divisor_bug_norms(accum_steps=4)
+    torch.testing.assert_close(wrong / right, 4.0, rtol=1e-12, atol=0)
+
+
+def test_divisor_bug_norms_explain_the_clipped_sgd_step():
+    # SGD moves the weights by lr times the clipped gradient: the ratio of the two first steps
+    # is the ratio of the two norms after clipping at 1.0
+    right, wrong = page.divisor_bug_norms(accum_steps=4)
+    clipped = divisor_bug_update_ratio("sgd", accum_steps=4, max_norm=1.0)
+    torch.testing.assert_close(clipped, min(wrong, 1.0) / min(right, 1.0), rtol=1e-6, atol=0)
+
+
+def test_divisor_bug_norms_rejects_zero_micro_batches():
+    with pytest.raises(ValueError, match="divisor_bug_norms: `accum_steps`"):
+        page.divisor_bug_norms(accum_steps=0)

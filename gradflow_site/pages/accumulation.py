@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gradflow_ref import accumulation
+from gradflow_ref import _checks, accumulation
 from gradflow_ref.accumulation import (
     accumulate_grad_,
     big_batch_grad_,
@@ -29,6 +29,7 @@ __all__ = [
     "POOL_TOKENS",
     "TOKENS",
     "Explorer",
+    "divisor_bug_norms",
     "explorer",
     "inside_source",
     "plane",
@@ -62,6 +63,29 @@ def inside_source() -> str:
     source = inspect.getsource(fn)
     body = source[source.index("    steps = len(micro_batches)") :].rstrip()
     return f"```python\ndef {fn.__name__}({params}):\n{body}\n```"
+
+
+def divisor_bug_norms(
+    accum_steps: int = 8, micro_batch_tokens: int = 16, seed: int = 0
+) -> tuple[float, float]:
+    """Return the first step's gradient norm with the divisor and without it.
+
+    The same model and micro-batches as `accumulation.divisor_bug_update_ratio` with these
+    arguments, so the norms say which of its two runs `max_norm` clips.
+
+    Raises:
+        ValueError: `accum_steps` or `micro_batch_tokens` below 1, or `seed` below 0.
+    """
+    _checks.integer("divisor_bug_norms", "accum_steps", accum_steps, fix="Pass e.g. 8.")
+    _checks.integer("divisor_bug_norms", "micro_batch_tokens", micro_batch_tokens, fix="E.g. 16.")
+    _checks.integer("divisor_bug_norms", "seed", seed, low=0)
+    batches = make_micro_batches([micro_batch_tokens] * accum_steps, seed=seed + 1)
+    norms = []
+    for normalization in ("micro_mean", "none"):
+        model = make_model(seed=seed)
+        accumulate_grad_(model, batches, normalization)
+        norms.append(flat_grad(model).norm().item())
+    return norms[0], norms[1]
 
 
 def plane(full: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:

@@ -73,7 +73,7 @@ def format_table(names=("float32", "bfloat16", "float16")) -> str:
     if unknown:
         raise ValueError(f"format_table: `names` must be keys of FORMATS, got {unknown}.")
     head = ["format", "sign / exp / mantissa", "largest", "smallest normal"]
-    head += ["smallest subnormal", "epsilon", "decimal digits", "bytes"]
+    head += ["smallest subnormal", "machine epsilon", "decimal digits", "bytes"]
     rows = [
         [
             f.label,
