@@ -1,13 +1,16 @@
-"""Start ranks as fresh Python processes, as torchrun does, and collect what each returns.
+"""Start ranks as separate processes, as torchrun does, and collect what each returns.
 
-A fresh process rather than a fork: torch refuses autograd in a child forked after the parent
-ran backward on a machine with a GPU, and Windows cannot fork. A fresh process imports nothing
-of the caller's script, so the ranks start alike from a script, a notebook or the site build.
+On a machine with a GPU (or any accelerator) the ranks are fresh Python processes: torch
+refuses autograd in a child forked after the parent ran backward there. Elsewhere they are
+forked, which skips importing torch again (seconds per rank); Windows has no fork and always
+gets fresh processes. Either way they import nothing of the caller's script, so they start
+alike from a script, a notebook or the site build, and run the same `_rank_main`.
 """
 
 from __future__ import annotations
 
 import importlib
+import multiprocessing
 import os
 import pickle
 import socket
@@ -15,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
+import warnings
 from pathlib import Path
 
 __all__ = ["run_ranks"]
@@ -31,6 +36,58 @@ def _free_port() -> int:
 def _loopback_interface() -> str | None:
     names = [name for _, name in socket.if_nameindex()]
     return next((n for n in ("lo", "lo0") if n in names), None)
+
+
+def _fork_is_safe() -> bool:
+    """True where forking keeps autograd usable: fork exists and no accelerator is present."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return False
+    import torch
+
+    accelerator = getattr(torch, "accelerator", None)  # torch 2.6 and later
+    if accelerator is not None:
+        return not accelerator.is_available()
+    return not torch.cuda.is_available()
+
+
+class _Forked:
+    """A forked rank with the wait/poll/kill/returncode of subprocess.Popen."""
+
+    def __init__(self, folder: str, env: dict):
+        self.process = multiprocessing.get_context("fork").Process(
+            target=_forked_main, args=(folder, env), daemon=True
+        )
+        with warnings.catch_warnings():
+            # Python 3.12+ warns that fork() in a multi-threaded process may deadlock the child;
+            # the rank takes no lock of the parent's: a fresh process group and its own threads
+            warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks")
+            self.process.start()
+
+    def wait(self, timeout=None):
+        self.process.join(timeout)
+        if self.process.exitcode is None:
+            raise subprocess.TimeoutExpired("rank", timeout)
+        return self.process.exitcode
+
+    def poll(self):
+        return self.process.exitcode
+
+    def kill(self):
+        self.process.kill()
+
+    @property
+    def returncode(self):
+        return self.process.exitcode
+
+
+def _forked_main(folder: str, env: dict) -> None:
+    os.environ.clear()
+    os.environ.update(env)  # what a fresh process would get
+    try:
+        _rank_main(folder)
+    except BaseException:
+        Path(folder, f"rank{env['RANK']}.err").write_text(traceback.format_exc())
+        os._exit(1)
 
 
 def run_ranks(target: str, world_size: int, spec, timeout_s: float, func: str) -> list:
@@ -64,13 +121,17 @@ def run_ranks(target: str, world_size: int, spec, timeout_s: float, func: str) -
             OMP_NUM_THREADS="1",
         )
         code = "import sys; from gradflow_ref._ranks import _rank_main; _rank_main(sys.argv[1])"
-        ranks = []
+        fork, ranks = _fork_is_safe(), []
         for rank in range(world_size):
+            env = dict(base, RANK=str(rank))
+            if fork:
+                ranks.append(_Forked(tmp, env))
+                continue
             with open(folder / f"rank{rank}.err", "wb") as err:
                 ranks.append(
                     subprocess.Popen(
                         [sys.executable, "-c", code, tmp],
-                        env=dict(base, RANK=str(rank)),
+                        env=env,
                         stdout=subprocess.DEVNULL,
                         stderr=err,
                     )
@@ -91,7 +152,8 @@ def run_ranks(target: str, world_size: int, spec, timeout_s: float, func: str) -
                 proc.wait()
         for rank, proc in enumerate(ranks):
             if proc.returncode != 0:
-                error = (folder / f"rank{rank}.err").read_text(errors="replace")[-4000:]
+                err = folder / f"rank{rank}.err"
+                error = err.read_text(errors="replace")[-4000:] if err.exists() else ""
                 raise RuntimeError(f"{func}: rank {rank} failed:\n{error}")
         return [pickle.loads((folder / f"rank{r}.pkl").read_bytes()) for r in range(world_size)]
 
@@ -100,6 +162,11 @@ def _rank_main(folder: str) -> None:
     """One rank: run the target named in `folder`/spec.pkl and pickle what it returns."""
     if (loopback := _loopback_interface()) is not None:
         os.environ["GLOO_SOCKET_IFNAME"] = loopback  # gloo's data connections on loopback too
+    import torch
+
+    # one thread, as OMP_NUM_THREADS=1 gives a fresh process: a forked rank that used the
+    # parent's OpenMP pool would wait on threads fork did not copy
+    torch.set_num_threads(1)
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     target, spec = pickle.loads(Path(folder, "spec.pkl").read_bytes())
     module, name = target.split(":")

@@ -532,7 +532,7 @@ def ddp_accumulation(
 
     Each rank runs `ddp_accumulate_` on its own `accum_steps` micro-batches, once syncing only
     on the last (`no_sync()` on the others) and once syncing on every micro-step; a comm hook
-    counts the all-reduces. The ranks are CPU processes started afresh, as torchrun starts them,
+    counts the all-reduces. The ranks are CPU processes of their own (gradflow_ref._ranks),
     talking over gloo on 127.0.0.1; this process computes the single-process big batch.
 
     Args:

@@ -146,7 +146,7 @@ def measure_fsdp2(cfg: MemoryConfig, n_ranks: int = 2, timeout_s: float = 180.0)
 
     Each rank runs `fsdp2_step`: `fully_shard` on every block and the root over a CPU device
     mesh (gloo), BF16 compute and FP32 gradient reduction, and reports the bytes of its local
-    shards. The ranks are processes of their own, started as torchrun starts them.
+    shards. The ranks are processes of their own (gradflow_ref._ranks).
 
     Raises:
         TypeError: `cfg` is not a MemoryConfig.

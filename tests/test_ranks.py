@@ -7,8 +7,19 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
+from gradflow_ref import _ranks
 from gradflow_ref._ranks import run_ranks
+
+
+@pytest.fixture(params=["forked", "fresh"], autouse=True)
+def start(request, monkeypatch):
+    """Every test runs with forked ranks (CPU-only machines) and fresh processes (GPUs)."""
+    if request.param == "forked" and not _ranks._fork_is_safe():
+        pytest.skip("this machine cannot fork ranks safely (no fork, or an accelerator)")
+    monkeypatch.setattr(_ranks, "_fork_is_safe", lambda: request.param == "forked")
+    return request.param
 
 
 def _report(rank, world_size, spec):
@@ -48,3 +59,19 @@ def test_run_ranks_reports_a_rank_error_and_leaves_no_file(monkeypatch, tmp_path
     with pytest.raises(RuntimeError, match=r"(?s)test: rank 0 failed:.*fails on purpose"):
         run_ranks("tests.test_ranks:_fail", 2, None, 60, "test")
     assert list(tmp_path.iterdir()) == []
+
+
+def _layer_norm(rank, world_size, spec):
+    x = torch.randn(4096, 256)
+    return float(torch.nn.functional.layer_norm(x, (256,)).abs().sum())
+
+
+def test_run_ranks_finishes_after_the_parent_used_its_thread_pool():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        torch.nn.functional.layer_norm(torch.randn(4096, 256), (256,))  # starts the OpenMP pool
+        got = run_ranks("tests.test_ranks:_layer_norm", 2, None, 30, "test")
+    finally:
+        torch.set_num_threads(threads)
+    assert len(got) == 2
