@@ -28,7 +28,7 @@ def _report(rank, world_size, spec):
 
 def _hang(rank, world_size, folder):
     Path(folder, f"{rank}.pid").write_text(str(os.getpid()))
-    time.sleep(60)
+    time.sleep(120)
 
 
 def _fail(rank, world_size, spec):
@@ -40,11 +40,13 @@ def test_run_ranks_returns_each_ranks_result_in_rank_order():
     assert got == [(r, 3, {"a": 1}, "127.0.0.1", str(r)) for r in range(3)]
 
 
-def test_run_ranks_kills_ranks_after_timeout(tmp_path):
-    start = time.monotonic()
-    with pytest.raises(RuntimeError, match=r"test: the ranks did not finish in timeout_s=5"):
-        run_ranks("tests.test_ranks:_hang", 2, str(tmp_path), 5, "test")
-    assert time.monotonic() - start < 30
+def test_run_ranks_kills_ranks_after_timeout(start, tmp_path):
+    # a fresh rank imports torch before it writes its pid: seconds on a loaded machine
+    timeout_s = 5 if start == "forked" else 30
+    begin = time.monotonic()
+    with pytest.raises(RuntimeError, match=rf"test: the ranks did not finish in timeout_s={timeout_s}"):
+        run_ranks("tests.test_ranks:_hang", 2, str(tmp_path), timeout_s, "test")
+    assert time.monotonic() - begin < timeout_s + 15
     pids = [int(p.read_text()) for p in tmp_path.glob("*.pid")]
     assert len(pids) == 2, "the ranks did not start in time; the test proves nothing"
     for pid in pids:
