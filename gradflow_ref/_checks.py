@@ -80,3 +80,144 @@ def model_input(func: str, name: str, model: nn.Module, x) -> torch.Tensor:
 
 def _fix(fix: str) -> str:
     return f" {fix}" if fix else ""
+
+
+# ---- checks added for precision, fp8, pipeline, sharding, arena, flow and checkpointing
+
+
+def number(func: str, name: str, value, fix: str = "") -> float:
+    """Return `value` as a float if it is an int or float (inf and NaN allowed), else raise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(
+            f"{func}: `{name}` must be a real number (int or float), got "
+            f"{type(value).__name__} {value!r:.60}.{_fix(fix)}"
+        )
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(
+            f"{func}: `{name}` is too large for a float64, got an int of "
+            f"{value.bit_length()} bits.{_fix(fix)}"
+        ) from None
+
+
+def boolean(func: str, name: str, value, fix: str = "") -> bool:
+    """Return `value` if it is True or False, else raise TypeError."""
+    if not isinstance(value, bool):
+        raise TypeError(
+            f"{func}: `{name}` must be True or False, got {type(value).__name__} {value!r:.60}."
+            f"{_fix(fix)}"
+        )
+    return value
+
+
+def choice(func: str, name: str, value, options, fix: str = ""):
+    """Return `value` if it is one of `options` (bools never match ints), else raise ValueError."""
+    if isinstance(value, bool) or value not in tuple(options):
+        listed = ", ".join(repr(o) for o in options)
+        raise ValueError(f"{func}: `{name}` must be one of {listed}, got {value!r:.60}.{_fix(fix)}")
+    return value
+
+
+def callable_(func: str, name: str, value, fix: str = ""):
+    """Return `value` if it is callable, else raise TypeError."""
+    if not callable(value):
+        raise TypeError(
+            f"{func}: `{name}` must be callable, got {type(value).__name__} {value!r:.60}."
+            f"{_fix(fix)}"
+        )
+    return value
+
+
+def tensor(
+    func: str,
+    name: str,
+    value,
+    *,
+    floating: bool = False,
+    nonempty: bool = False,
+    finite: bool = False,
+    dim: int | None = None,
+    fix: str = "",
+) -> torch.Tensor:
+    """Return `value` if it is a tensor with the asked properties, else raise.
+
+    TypeError for a non-tensor or a non-floating dtype; ValueError for the wrong number of
+    dimensions, no elements, or an inf/NaN element.
+    """
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(
+            f"{func}: `{name}` must be a torch.Tensor, got {type(value).__name__}.{_fix(fix)}"
+        )
+    if floating and not value.is_floating_point():
+        raise TypeError(
+            f"{func}: `{name}` must be a floating-point tensor, got dtype {value.dtype}; "
+            f"convert it with .float().{_fix(fix)}"
+        )
+    if dim is not None and value.dim() != dim:
+        raise ValueError(
+            f"{func}: `{name}` must have {dim} dimension{'s' * (dim != 1)}, got shape "
+            f"{tuple(value.shape)}.{_fix(fix)}"
+        )
+    if nonempty and value.numel() == 0:
+        raise ValueError(
+            f"{func}: `{name}` must hold at least one element, got shape {tuple(value.shape)}."
+            f"{_fix(fix)}"
+        )
+    if finite and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+        bad = value[~torch.isfinite(value)].reshape(-1)[0].item()
+        raise ValueError(f"{func}: `{name}` must be finite, got a tensor holding {bad}.{_fix(fix)}")
+    return value
+
+
+def same_shape(func: str, name: str, value: torch.Tensor, other_name: str, other) -> None:
+    """Raise ValueError unless tensors `value` and `other` have one shape (no broadcasting)."""
+    if value.shape != other.shape:
+        raise ValueError(
+            f"{func}: `{name}` and `{other_name}` must have the same shape, got "
+            f"{tuple(value.shape)} and {tuple(other.shape)}; they are compared element by "
+            "element, never broadcast."
+        )
+
+
+def dtype(func: str, name: str, value, floating: bool = True, fix: str = "") -> torch.dtype:
+    """Return `value` if it is a torch.dtype (a floating one when `floating`), else raise."""
+    if not isinstance(value, torch.dtype):
+        raise TypeError(
+            f"{func}: `{name}` must be a torch.dtype such as torch.float32, got "
+            f"{type(value).__name__} {value!r:.60}.{_fix(fix)}"
+        )
+    if floating and not value.is_floating_point:
+        raise ValueError(
+            f"{func}: `{name}` must be a floating-point dtype (parameters need gradients), "
+            f"got {value}.{_fix(fix)}"
+        )
+    return value
+
+
+def device(func: str, name: str, value, fix: str = ""):
+    """Return `value` if it names a device torch knows and this machine has, else raise.
+
+    None passes through (the caller's default device).
+    """
+    if value is None:
+        return value
+    if not isinstance(value, (str, torch.device)):
+        raise TypeError(
+            f"{func}: `{name}` must be a str or torch.device such as 'cpu' or 'cuda', got "
+            f"{type(value).__name__} {value!r:.60}.{_fix(fix)}"
+        )
+    try:
+        dev = torch.device(value)
+    except RuntimeError:
+        raise ValueError(
+            f"{func}: `{name}` must name a device such as 'cpu' or 'cuda:0', got {value!r}."
+            f"{_fix(fix)}"
+        ) from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"{func}: `{name}` is {value!r}, but this machine has no CUDA device; pass 'cpu'."
+            f"{_fix(fix)}"
+        )
+    return value
+

@@ -1,4 +1,4 @@
-"""FP8: the E4M3 and E5M2 formats from their bits, and scaled quantization to them.
+"""FP8: scaled quantization to the E4M3 and E5M2 formats of gradflow_ref.precision.
 
 An FP8 tensor holds x * scale rounded to 8 bits; the scale maps the tensor's largest magnitude
 (amax) onto the format's largest finite value. Per-tensor "current" scaling takes the amax of
@@ -10,107 +10,66 @@ al., "FP8 formats for deep learning", arXiv:2209.05433), block scaling one amax 
 from __future__ import annotations
 
 import functools
-import math
 from collections import deque
-from dataclasses import dataclass
 
 import torch
 
+from gradflow_ref import _checks
+from gradflow_ref.precision import SHORT_NAMES, FloatFormat, _format, decode
+
 __all__ = [
-    "Float8Format",
-    "FORMATS",
-    "decode",
     "values",
     "fake_quantize",
     "current_scaling",
     "block_scaling",
     "DelayedScaling",
-    "relative_error",
+    "tensor_relative_error",
     "flushed_to_zero",
 ]
 
 
-@dataclass(frozen=True)
-class Float8Format:
-    """An 8-bit float: 1 sign bit, `exponent_bits`, `mantissa_bits`."""
-
-    name: str  # "e4m3" or "e5m2"
-    exponent_bits: int  # 4 or 5
-    mantissa_bits: int  # 3 or 2
-    has_inf: bool  # E5M2 keeps IEEE inf/NaN codes; E4M3 ("fn") has no inf, one NaN pattern
-    dtype: torch.dtype  # torch's matching dtype
-
-    @property
-    def bias(self) -> int:
-        return 2 ** (self.exponent_bits - 1) - 1
-
-    @property
-    def max(self) -> float:
-        """Largest finite value, read off the decoded codes."""
-        return max(v for v in values(self) if math.isfinite(v))
-
-    @property
-    def min_normal(self) -> float:
-        """Smallest positive value with an implicit leading 1 (exponent field 1)."""
-        return 2.0 ** (1 - self.bias)
-
-    @property
-    def min_subnormal(self) -> float:
-        """Smallest positive value: exponent field 0, last mantissa bit set."""
-        return min(v for v in values(self) if v > 0)
-
-    @property
-    def spacing_at_one(self) -> float:
-        """Gap between 1.0 and the next larger value."""
-        return min(v for v in values(self) if v > 1.0) - 1.0
+def _fmt(fmt, func: str) -> FloatFormat:
+    # an FP8 format of gradflow_ref.precision: "e4m3", "e5m2", a dtype name, dtype or FloatFormat
+    f = _format(fmt, func)
+    if f.bits != 8:
+        raise ValueError(
+            f"{func}: `fmt` must be an FP8 format ({', '.join(map(repr, SHORT_NAMES))}), "
+            f"got {f.name}; gradflow_ref.precision covers the wider formats."
+        )
+    return f
 
 
-def decode(code: int, fmt: Float8Format) -> float:
-    """Return the value of the 8-bit pattern `code` (0-255) in format `fmt`.
-
-    Raises:
-        ValueError: `code` outside 0-255.
-    """
-    if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= 255:
-        raise ValueError(f"decode: `code` must be an int in 0..255, got {code!r}.")
-    e_bits, m_bits = fmt.exponent_bits, fmt.mantissa_bits
-    sign = -1.0 if code >> 7 else 1.0
-    exponent = (code >> m_bits) & ((1 << e_bits) - 1)
-    mantissa = code & ((1 << m_bits) - 1)
-    top = (1 << e_bits) - 1
-    if fmt.has_inf and exponent == top:  # IEEE: all-ones exponent is inf (mantissa 0) or NaN
-        return sign * math.inf if mantissa == 0 else math.nan
-    if not fmt.has_inf and exponent == top and mantissa == (1 << m_bits) - 1:
-        return math.nan  # E4M3fn: only S.1111.111 is NaN, the rest of the top binade is finite
-    if exponent == 0:  # subnormal: no implicit 1
-        return sign * mantissa * 2.0 ** (1 - fmt.bias - m_bits)
-    return sign * (1 + mantissa / (1 << m_bits)) * 2.0 ** (exponent - fmt.bias)
-
-
-def values(fmt: Float8Format) -> list[float]:
-    """Return the values of all 256 codes of `fmt` ("e4m3", "e5m2" or a Float8Format), in code
-    order."""
+def values(fmt) -> list[float]:
+    """Return the values of all 256 codes of `fmt` ("e4m3", "e5m2" or its FloatFormat), in code
+    order (gradflow_ref.precision.decode of each)."""
     return list(_decoded(_fmt(fmt, "values")))
 
 
-@functools.cache  # the properties above read the table on every call
-def _decoded(fmt: Float8Format) -> tuple[float, ...]:
+@functools.cache
+def _decoded(fmt: FloatFormat) -> tuple[float, ...]:
     return tuple(decode(code, fmt) for code in range(256))
 
 
-FORMATS = {
-    "e4m3": Float8Format("e4m3", 4, 3, has_inf=False, dtype=torch.float8_e4m3fn),
-    "e5m2": Float8Format("e5m2", 5, 2, has_inf=True, dtype=torch.float8_e5m2),
-}
-
-
-def _fmt(fmt, func: str = "fp8") -> Float8Format:
-    if isinstance(fmt, str) and fmt in FORMATS:
-        return FORMATS[fmt]
-    if isinstance(fmt, Float8Format):
-        return fmt
-    error = ValueError if isinstance(fmt, str) else TypeError
-    raise error(f"{func}: `fmt` must be one of {sorted(FORMATS)} or a Float8Format, got {fmt!r}.")
+def _scale_arg(func: str, scale, x: torch.Tensor) -> torch.Tensor:
+    if isinstance(scale, torch.Tensor):
+        _checks.tensor(func, "scale", scale, floating=True, nonempty=True)
+        try:
+            torch.broadcast_shapes(scale.shape, x.shape)
+        except RuntimeError:
+            raise ValueError(
+                f"{func}: `scale` of shape {tuple(scale.shape)} must broadcast to `x` of shape "
+                f"{tuple(x.shape)}; pass one number or one scale per block."
+            ) from None
+    else:
+        _checks.number(func, "scale", scale, "Pass a positive number or a tensor of them.")
+    scale = torch.as_tensor(scale, dtype=torch.float32, device=x.device)
+    if not (torch.isfinite(scale).all() and (scale > 0).all()):
+        bad = scale[~(torch.isfinite(scale) & (scale > 0))].reshape(-1)[0].item()
+        raise ValueError(
+            f"{func}: `scale` must be positive and finite, got {bad}; it maps the tensor's "
+            "amax onto the format's max, so it is format max / amax."
+        )
+    return scale
 
 
 def fake_quantize(x: torch.Tensor, fmt, scale: torch.Tensor | float) -> torch.Tensor:
@@ -118,7 +77,7 @@ def fake_quantize(x: torch.Tensor, fmt, scale: torch.Tensor | float) -> torch.Te
 
     Args:
         x: a floating tensor.
-        fmt: "e4m3", "e5m2" or a Float8Format.
+        fmt: "e4m3", "e5m2" or their FloatFormat.
         scale: a positive scale broadcastable to `x`.
 
     Returns:
@@ -126,50 +85,79 @@ def fake_quantize(x: torch.Tensor, fmt, scale: torch.Tensor | float) -> torch.Te
         Magnitudes beyond the format's max saturate to it (no inf), as a scaled cast does.
 
     Raises:
-        TypeError: `x` is not a floating tensor.
-        ValueError: a scale that is not positive and finite.
+        TypeError: `x` is not a floating tensor, or `scale` not a number or tensor.
+        ValueError: a scale that is not positive and finite, or does not broadcast to `x`.
+
+    Example:
+        >>> fake_quantize(torch.tensor([0.3]), "e4m3", 1.0)
+        tensor([0.3125])
     """
-    fmt = _fmt(fmt)
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-        raise TypeError(f"fake_quantize: `x` must be a floating tensor, got {type(x).__name__}.")
-    scale = torch.as_tensor(scale, dtype=torch.float32, device=x.device)
-    if not (torch.isfinite(scale).all() and (scale > 0).all()):
-        raise ValueError(f"fake_quantize: `scale` must be positive and finite, got {scale}.")
+    fmt = _fmt(fmt, "fake_quantize")
+    _checks.tensor("fake_quantize", "x", x, floating=True)
+    return _quantize(x, fmt, _scale_arg("fake_quantize", scale, x))
+
+
+def _quantize(x: torch.Tensor, fmt: FloatFormat, scale: torch.Tensor) -> torch.Tensor:
     limit = fmt.max
     scaled = (x.float() * scale).clamp(-limit, limit)
     return (scaled.to(fmt.dtype).float() / scale).to(x.dtype)
 
 
-def _scale(amax: torch.Tensor, fmt: Float8Format) -> torch.Tensor:
+def _scale(amax: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
     # an all-zero tensor or block keeps scale 1: nothing to map
     return torch.where(amax > 0, fmt.max / amax.clamp_min(torch.finfo(torch.float32).tiny), 1.0)
 
 
+def _scaled_input(func: str, x) -> torch.Tensor:
+    # an inf or NaN amax would give every element a scale of 0 or NaN: refuse it here
+    return _checks.tensor(
+        func,
+        "x",
+        x,
+        floating=True,
+        nonempty=True,
+        finite=True,
+        fix="Its amax sets the scale; find where the inf/NaN came from first.",
+    )
+
+
 def current_scaling(x: torch.Tensor, fmt) -> torch.Tensor:
-    """Fake-quantize `x` with one scale from its own amax (per-tensor current scaling)."""
-    fmt = _fmt(fmt)
-    return fake_quantize(x, fmt, _scale(x.detach().abs().max().float(), fmt))
+    """Fake-quantize `x` with one scale from its own amax (per-tensor current scaling).
+
+    Raises:
+        TypeError: `x` is not a floating tensor.
+        ValueError: `x` is empty or holds inf/NaN (its amax would set no usable scale).
+    """
+    fmt = _fmt(fmt, "current_scaling")
+    x = _scaled_input("current_scaling", x)
+    return _quantize(x, fmt, _scale(x.detach().abs().max().float(), fmt))
 
 
 def block_scaling(x: torch.Tensor, fmt, block: tuple[int, int] = (1, 128)) -> torch.Tensor:
     """Fake-quantize a 2-D `x` with one scale per `block` tile (e.g. 1x128 or 128x128).
 
     Raises:
-        ValueError: `x` is not 2-D, or its shape is not a multiple of `block`.
+        TypeError: `x` is not a floating tensor, or `block` not a pair of ints.
+        ValueError: `x` is not 2-D, empty or not finite, or its shape is not a multiple of
+            `block`.
     """
-    fmt = _fmt(fmt)
-    if not isinstance(x, torch.Tensor) or x.dim() != 2:
-        raise ValueError(f"block_scaling: `x` must be a 2-D tensor, got {getattr(x, 'shape', x)}.")
-    rows, cols = block
-    if rows < 1 or cols < 1 or x.shape[0] % rows or x.shape[1] % cols:
+    func = "block_scaling"
+    fmt = _fmt(fmt, func)
+    x = _scaled_input(func, x)
+    _checks.tensor(func, "x", x, dim=2)
+    if not (isinstance(block, tuple) and len(block) == 2):
+        raise TypeError(f"{func}: `block` must be a (rows, cols) pair of ints, got {block!r}.")
+    rows = _checks.integer(func, "block[0]", block[0])
+    cols = _checks.integer(func, "block[1]", block[1])
+    if x.shape[0] % rows or x.shape[1] % cols:
         raise ValueError(
-            f"block_scaling: `x` of shape {tuple(x.shape)} must split into `block` {block} tiles; "
+            f"{func}: `x` of shape {tuple(x.shape)} must split into `block` {block} tiles; "
             "pad it or pick a block that divides the shape."
         )
     r, c = x.shape[0] // rows, x.shape[1] // cols
     tiles = x.reshape(r, rows, c, cols)
     amax = tiles.detach().abs().float().amax(dim=(1, 3), keepdim=True)
-    return fake_quantize(tiles, fmt, _scale(amax, fmt)).reshape(x.shape)
+    return _quantize(tiles, fmt, _scale(amax, fmt)).reshape(x.shape)
 
 
 class DelayedScaling:
@@ -178,19 +166,18 @@ class DelayedScaling:
     States: EMPTY (no amax seen yet; the first call scales by its own amax) and RECORDING.
 
     Args:
-        fmt: "e4m3", "e5m2" or a Float8Format.
+        fmt: "e4m3", "e5m2" or their FloatFormat.
         history: how many past amax values the scale looks at (the largest is used).
 
     Raises:
-        ValueError: `history` below 1.
+        TypeError / ValueError: `history` not an int >= 1, or an unknown `fmt`.
     """
 
     EMPTY, RECORDING = "EMPTY", "RECORDING"
 
     def __init__(self, fmt, history: int = 16):
-        if isinstance(history, bool) or not isinstance(history, int) or history < 1:
-            raise ValueError(f"DelayedScaling: `history` must be an int >= 1, got {history!r}.")
-        self.fmt = _fmt(fmt)
+        _checks.integer("DelayedScaling", "history", history, fix="Pass how many steps to keep.")
+        self.fmt = _fmt(fmt, "DelayedScaling")
         self.amax_history: deque = deque(maxlen=history)
 
     @property
@@ -199,15 +186,30 @@ class DelayedScaling:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """Fake-quantize `x` with the scale of the history, then record x's own amax."""
+        x = _scaled_input("DelayedScaling", x)
         amax = x.detach().abs().max().float()
         past = torch.stack(list(self.amax_history)).max() if self.amax_history else amax
-        out = fake_quantize(x, self.fmt, _scale(past, self.fmt))
+        out = _quantize(x, self.fmt, _scale(past, self.fmt))
         self.amax_history.append(amax)
         return out
 
 
-def relative_error(x: torch.Tensor, approx: torch.Tensor) -> float:
-    """Return ||x - approx|| / ||x|| in float64 (0 for an all-zero x equal to approx)."""
+def _pair(func: str, x, approx) -> None:
+    _checks.tensor(func, "x", x, nonempty=True)
+    _checks.tensor(func, "approx", approx)
+    _checks.same_shape(func, "x", x, "approx", approx)
+
+
+def tensor_relative_error(x: torch.Tensor, approx: torch.Tensor) -> float:
+    """Return ||x - approx|| / ||x|| in float64 (0 for an all-zero x equal to approx).
+
+    The error of a whole tensor; gradflow_ref.precision.relative_error is one number's.
+
+    Raises:
+        TypeError: `x` or `approx` is not a tensor.
+        ValueError: `x` is empty, or the two differ in shape.
+    """
+    _pair("tensor_relative_error", x, approx)
     x, approx = x.double(), approx.double()
     norm = torch.linalg.vector_norm(x)
     diff = torch.linalg.vector_norm(x - approx)
@@ -215,7 +217,13 @@ def relative_error(x: torch.Tensor, approx: torch.Tensor) -> float:
 
 
 def flushed_to_zero(x: torch.Tensor, approx: torch.Tensor) -> float:
-    """Return the fraction of x's nonzero elements that `approx` holds as zero."""
+    """Return the fraction of x's nonzero elements that `approx` holds as zero.
+
+    Raises:
+        TypeError: `x` or `approx` is not a tensor.
+        ValueError: `x` is empty, or the two differ in shape.
+    """
+    _pair("flushed_to_zero", x, approx)
     nonzero = x != 0
     count = int(nonzero.sum())
     return float(((approx == 0) & nonzero).sum()) / count if count else 0.0

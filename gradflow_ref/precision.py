@@ -14,9 +14,12 @@ from typing import NamedTuple
 
 import torch
 
+from gradflow_ref import _checks
+
 __all__ = [
     "CLASSES",
     "FORMATS",
+    "SHORT_NAMES",
     "Bits",
     "FloatFormat",
     "bit_fields",
@@ -46,6 +49,18 @@ class FloatFormat:
     bias: int  # stored exponent minus bias = power of two
     has_inf: bool  # all-ones exponent means inf/NaN (IEEE); False: only S.1111.111 is NaN
     saturates: bool  # torch's cast clamps overflow (inf included) to +-max instead of inf/NaN
+
+    def __post_init__(self) -> None:
+        for name in ("name", "label"):
+            _checks.instance("FloatFormat", name, getattr(self, name), str)
+        _checks.dtype(
+            "FloatFormat", "dtype", self.dtype, fix="Pass the torch dtype that stores it."
+        )
+        _checks.integer("FloatFormat", "exponent_bits", self.exponent_bits, low=2)
+        _checks.integer("FloatFormat", "mantissa_bits", self.mantissa_bits, low=1)
+        _checks.integer("FloatFormat", "bias", self.bias, low=0)
+        _checks.boolean("FloatFormat", "has_inf", self.has_inf)
+        _checks.boolean("FloatFormat", "saturates", self.saturates)
 
     @property
     def bits(self) -> int:
@@ -104,6 +119,9 @@ FORMATS: dict[str, FloatFormat] = {
     )
 }
 
+# The FP8 formats' names in the papers and in gradflow_ref.fp8; accepted wherever a name is.
+SHORT_NAMES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+
 
 class Bits(NamedTuple):
     sign: int  # 0 positive, 1 negative
@@ -119,34 +137,33 @@ class Bits(NamedTuple):
 
 
 def get_format(fmt: str | torch.dtype | FloatFormat) -> FloatFormat:
-    """Return the FloatFormat named by a torch dtype or its name ("bfloat16").
+    """Return the FloatFormat named by a torch dtype, its name ("bfloat16") or SHORT_NAMES key.
 
     Raises:
         ValueError: an unknown name or dtype.
         TypeError: `fmt` is neither a str, a torch.dtype nor a FloatFormat.
     """
+    return _format(fmt, "get_format")
+
+
+def _format(fmt, func: str) -> FloatFormat:
+    # get_format under the name of the public function that was called
     if isinstance(fmt, FloatFormat):
         return fmt
     if isinstance(fmt, torch.dtype):
         fmt = str(fmt).removeprefix("torch.")
-    if not isinstance(fmt, str):
-        raise TypeError(
-            f"get_format: `fmt` must be a str or torch.dtype, got {type(fmt).__name__}."
-        )
-    if fmt not in FORMATS:
+    _checks.instance(func, "fmt", fmt, (str, torch.dtype, FloatFormat), 'e.g. "bfloat16".')
+    name = SHORT_NAMES.get(fmt, fmt)
+    if name not in FORMATS:
         raise ValueError(
-            f"get_format: `fmt` must be one of {', '.join(FORMATS)}, got {fmt!r}. "
+            f"{func}: `fmt` must be one of {', '.join([*FORMATS, *SHORT_NAMES])}, got {fmt!r}. "
             "Use one of these names or the matching torch dtype."
         )
-    return FORMATS[fmt]
+    return FORMATS[name]
 
 
-def _real(x: float, func: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise TypeError(
-            f"{func}: `x` must be a real number (int or float), got {type(x).__name__}."
-        )
-    return float(x)
+def _real(x, func: str) -> float:
+    return _checks.number(func, "x", x, "Pass one Python number; use classify_tensor for tensors.")
 
 
 def _round_unbounded(a: float, f: FloatFormat) -> float:
@@ -171,7 +188,7 @@ def stored_value(x: float, fmt: str | torch.dtype | FloatFormat) -> float:
         >>> stored_value(1000.001, "bfloat16")
         1000.0
     """
-    f, x = get_format(fmt), _real(x, "stored_value")
+    f, x = _format(fmt, "stored_value"), _real(x, "stored_value")
     if math.isnan(x):
         return math.nan
     r = math.inf if math.isinf(x) else _round_unbounded(abs(x), f)
@@ -182,8 +199,8 @@ def stored_value(x: float, fmt: str | torch.dtype | FloatFormat) -> float:
 
 def bit_fields(x: float, fmt: str | torch.dtype | FloatFormat) -> Bits:
     """Return the sign, exponent and mantissa fields of the value `fmt` stores for `x`."""
-    f = get_format(fmt)
-    v = stored_value(x, f)
+    f = _format(fmt, "bit_fields")
+    v = stored_value(_real(x, "bit_fields"), f)
     top, mbits = 2**f.exponent_bits - 1, f.mantissa_bits
     sign = 1 if math.copysign(1.0, v) < 0 else 0
     # NaN: the canonical quiet NaN (top mantissa bit), or E4M3FN's single all-ones NaN; torch's
@@ -205,11 +222,15 @@ def decode(code: int, fmt: str | torch.dtype | FloatFormat) -> float:
     """Return the value of the bit pattern `code` (an unsigned integer) in `fmt`.
 
     Raises:
+        TypeError: `code` is not an int.
         ValueError: `code` is not an unsigned integer of the format's width.
     """
-    f = get_format(fmt)
-    if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code < 2**f.bits:
-        raise ValueError(f"decode: `code` must be an integer in [0, 2**{f.bits}), got {code!r}.")
+    f = _format(fmt, "decode")
+    _checks.integer("decode", "code", code, low=0, fix="Pass the bit pattern as an int.")
+    if code >= 2**f.bits:
+        raise ValueError(
+            f"decode: `code` must be an integer in [0, 2**{f.bits}) for {f.name}, got {code!r}."
+        )
     mbits, top = f.mantissa_bits, 2**f.exponent_bits - 1
     sign = -1.0 if code >> (f.bits - 1) else 1.0
     exponent, mantissa = (code >> mbits) & top, code & (2**mbits - 1)
@@ -225,7 +246,7 @@ def ulp(x: float, fmt: str | torch.dtype | FloatFormat) -> float:
 
     As `math.ulp`: at a power of two, the spacing above it. Constant below the smallest normal.
     """
-    f, x = get_format(fmt), _real(x, "ulp")
+    f, x = _format(fmt, "ulp"), _real(x, "ulp")
     if not math.isfinite(x):
         return abs(x)
     e = f.emin if x == 0 else min(max(math.frexp(abs(x))[1] - 1, f.emin), f.emax)
@@ -234,8 +255,8 @@ def ulp(x: float, fmt: str | torch.dtype | FloatFormat) -> float:
 
 def relative_error(x: float, fmt: str | torch.dtype | FloatFormat) -> float:
     """Return |stored - x| / |x| (0.0 for x = 0; inf or NaN when x overflows to inf or NaN)."""
-    x = _real(x, "relative_error")
-    return 0.0 if x == 0 else abs(stored_value(x, fmt) - x) / abs(x)
+    f, x = _format(fmt, "relative_error"), _real(x, "relative_error")
+    return 0.0 if x == 0 else abs(stored_value(x, f) - x) / abs(x)
 
 
 def significant_digits(x: float, fmt: str | torch.dtype | FloatFormat) -> float:
@@ -244,7 +265,7 @@ def significant_digits(x: float, fmt: str | torch.dtype | FloatFormat) -> float:
     Normal numbers keep mantissa_bits + 1 bits; subnormals fewer; 0.0 where nothing survives
     (zero, underflow, overflow, inf, NaN).
     """
-    f, x = get_format(fmt), _real(x, "significant_digits")
+    f, x = _format(fmt, "significant_digits"), _real(x, "significant_digits")
     if classify(x, f) not in ("normal", "subnormal"):
         return 0.0
     bits = math.frexp(abs(x))[1] - 1 - round(math.log2(ulp(x, f))) + 1
@@ -253,7 +274,7 @@ def significant_digits(x: float, fmt: str | torch.dtype | FloatFormat) -> float:
 
 def classify(x: float, fmt: str | torch.dtype | FloatFormat) -> str:
     """Return one of CLASSES: what storing `x` in `fmt` does to it."""
-    f, x = get_format(fmt), _real(x, "classify")
+    f, x = _format(fmt, "classify"), _real(x, "classify")
     if math.isnan(x):
         return "nan"
     if math.isinf(x):
@@ -273,10 +294,10 @@ def classify_tensor(t: torch.Tensor, fmt: str | torch.dtype | FloatFormat) -> di
 
     Raises:
         TypeError: `t` is not a floating-point tensor.
+        ValueError: `t` has no elements (no fractions to give).
     """
-    f = get_format(fmt)
-    if not isinstance(t, torch.Tensor) or not t.is_floating_point():
-        raise TypeError(f"classify_tensor: `t` must be a floating-point tensor, got {t!r:.60}.")
+    f = _format(fmt, "classify_tensor")
+    _checks.tensor("classify_tensor", "t", t, floating=True, nonempty=True)
     t = t.detach().reshape(-1)
     a, s = t.abs().double(), t.to(f.dtype).double().abs()
     nan, inf = t.isnan(), t.isinf()
@@ -292,23 +313,33 @@ def classify_tensor(t: torch.Tensor, fmt: str | torch.dtype | FloatFormat) -> di
         "inf": inf,
         "nan": nan,
     }
-    n = max(t.numel(), 1)
-    return {k: m.sum().item() / n for k, m in masks.items()}
+    return {k: m.sum().item() / t.numel() for k, m in masks.items()}
 
 
 def neighbours(x: float, fmt: str | torch.dtype | FloatFormat, n: int = 2) -> list[float]:
-    """Return the finite values of `fmt` around stored(x): up to `n` below, it, up to `n` above."""
-    f, x = get_format(fmt), _real(x, "neighbours")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"neighbours: `n` must be an integer >= 0, got {n!r}.")
+    """Return the finite values of `fmt` around stored(x): up to `n` below, it, up to `n` above.
+
+    Raises:
+        ValueError: `n` outside 0..MAX_NEIGHBOURS, or `x` not finite once stored.
+    """
+    f, x = _format(fmt, "neighbours"), _real(x, "neighbours")
+    _checks.integer("neighbours", "n", n, low=0)
+    if n > MAX_NEIGHBOURS:
+        raise ValueError(
+            f"neighbours: `n` must be at most {MAX_NEIGHBOURS}, got {n}; to list a whole "
+            "format, decode its codes with decode(code, fmt)."
+        )
     v = stored_value(x, f)
     if not math.isfinite(v):
         raise ValueError(f"neighbours: `x` must be finite once stored in {f.name}, got {x!r}.")
-    code = bit_fields(abs(v), f).code
-    mags = [decode(c, f) for c in range(max(code - n, 0), code + n + 1) if c < 2 ** (f.bits - 1)]
+    code, top = bit_fields(abs(v), f).code, 2 ** (f.bits - 1)  # magnitudes: codes below top
+    mags = [decode(c, f) for c in range(max(code - n, 0), min(code + n + 1, top))]
     mags = [m for m in mags if math.isfinite(m)]
     vals = sorted({math.copysign(m, v) for m in mags} if v < 0 else set(mags))
     return vals
+
+
+MAX_NEIGHBOURS = 1024  # neighbours() lists values to read, not a whole format
 
 
 def format_table() -> list[dict[str, object]]:

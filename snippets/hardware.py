@@ -5,6 +5,7 @@ import torch
 
 from gradflow_ref import fp8, roofline
 from gradflow_ref.hardware import GPUS, on_chip, peak_flops, ridge_point
+from gradflow_ref.precision import get_format
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 torch.manual_seed(0)
@@ -71,15 +72,15 @@ assert all(naive > 10 * fused for naive, fused in seq_memory.values())
 # --8<-- [end:attention_memory]
 
 # --8<-- [start:fp8_formats]
-e4m3, e5m2 = fp8.FORMATS["e4m3"], fp8.FORMATS["e5m2"]
+e4m3, e5m2 = get_format("e4m3"), get_format("e5m2")
 big = torch.tensor([1000.0, 1e5])
-for f in (e4m3, e5m2):
+for name, f in (("e4m3", e4m3), ("e5m2", e5m2)):
     print(
-        f"{f.name}: max {f.max:g}, min normal {f.min_normal:.3g}, "
-        f"min subnormal {f.min_subnormal:.3g}, spacing at 1 {f.spacing_at_one:g}; "
+        f"{name}: max {f.max:g}, min normal {f.min_normal:.3g}, "
+        f"min subnormal {f.min_subnormal:.3g}, spacing at 1 {f.eps:g}; "
         f"1000 and 1e5 are stored as {big.to(f.dtype).float().tolist()}"
     )
-binades = {f.name: math.log2(f.max / f.min_subnormal) for f in (e4m3, e5m2)}
+binades = {name: math.log2(f.max / f.min_subnormal) for name, f in (("e4m3", e4m3), ("e5m2", e5m2))}
 # --8<-- [end:fp8_formats]
 
 # --8<-- [start:fp8_tensors]

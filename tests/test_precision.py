@@ -238,3 +238,59 @@ def test_stored_value_rejects_non_number():
 def test_decode_rejects_code_too_wide():
     with pytest.raises(ValueError, match=r"\[0, 2\*\*8\)"):
         decode(256, "float8_e5m2")
+
+
+def test_get_format_accepts_the_fp8_short_names():
+    assert get_format("e4m3") is FORMATS["float8_e4m3fn"]
+    assert decode(1, "e5m2") == decode(1, "float8_e5m2")
+
+
+def test_neighbours_of_a_large_n_stop_at_the_format_ends():
+    vals = neighbours(1.0, "float8_e4m3fn", n=1024)
+    assert vals[0] == 0.0 and vals[-1] == FORMATS["float8_e4m3fn"].max
+
+
+_BAD = [
+    (lambda: neighbours(1.0, "float16", n=10**9), ValueError, "neighbours: `n` must be at most"),
+    (lambda: neighbours(1.0, "float16", n=-1), ValueError, "neighbours: `n`"),
+    (lambda: neighbours(1.0, "float16", n=2.5), TypeError, "neighbours: `n` must be an int"),
+    (lambda: stored_value(1.0, None), TypeError, "stored_value: `fmt`"),
+    (lambda: stored_value(10**400, "float16"), ValueError, "stored_value: `x` is too large"),
+    (lambda: bit_fields(None, "float16"), TypeError, "bit_fields: `x`"),
+    (lambda: bit_fields(1.0, "x"), ValueError, "bit_fields: `fmt` must be one of"),
+    (lambda: decode(-1, "float16"), ValueError, "decode: `code`"),
+    (lambda: decode(1.5, "float16"), TypeError, "decode: `code` must be an int"),
+    (lambda: ulp(1.0, None), TypeError, "ulp: `fmt`"),
+    (lambda: relative_error(1.0, "e9m9"), ValueError, "relative_error: `fmt`"),
+    (lambda: classify(1.0, "int8"), ValueError, "classify: `fmt`"),
+    (lambda: significant_digits(1.0, 1), TypeError, "significant_digits: `fmt`"),
+    (lambda: classify_tensor(torch.ones(0), "float16"), ValueError, "classify_tensor: `t`"),
+    (lambda: classify_tensor([1.0], "float16"), TypeError, "classify_tensor: `t`"),
+    (
+        lambda: classify_tensor(torch.ones(2, dtype=torch.int64), "float16"),
+        TypeError,
+        "`t` must be a floating-point",
+    ),
+]
+_BAD_FORMATS = [
+    (dict(exponent_bits=-1), ValueError, "`exponent_bits`"),
+    (dict(mantissa_bits="10"), TypeError, "`mantissa_bits`"),
+    (dict(dtype=None), TypeError, "`dtype`"),
+    (dict(has_inf="yes"), TypeError, "`has_inf`"),
+    (dict(name=None), TypeError, "`name`"),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "message"), _BAD)
+def test_precision_rejects_bad_input(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+@pytest.mark.parametrize(("change", "error", "message"), _BAD_FORMATS)
+def test_float_format_rejects_bad_fields(change, error, message):
+    from dataclasses import asdict
+
+    fields = asdict(FORMATS["float16"]) | change
+    with pytest.raises(error, match=f"FloatFormat: {message}"):
+        type(FORMATS["float16"])(**fields)
