@@ -611,6 +611,9 @@ def main(argv=None) -> dict:
         },
         "steps_timed": size.steps,
     }
+    if device.type == "cuda":  # what the card reports and what a program can allocate
+        free, total = torch.cuda.mem_get_info(device)
+        result["memory_total_bytes"], result["memory_free_bytes_at_start"] = total, free
     sections = {
         "checkpointing": partial(checkpoint_sweep, device, size),
         "training_step": partial(training_step, device, size),
