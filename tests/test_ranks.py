@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -26,8 +25,7 @@ def _report(rank, world_size, spec):
     return rank, world_size, spec, os.environ["MASTER_ADDR"], os.environ["RANK"]
 
 
-def _hang(rank, world_size, folder):
-    Path(folder, f"{rank}.pid").write_text(str(os.getpid()))
+def _hang(rank, world_size, spec):
     time.sleep(120)
 
 
@@ -40,17 +38,23 @@ def test_run_ranks_returns_each_ranks_result_in_rank_order():
     assert got == [(r, 3, {"a": 1}, "127.0.0.1", str(r)) for r in range(3)]
 
 
-def test_run_ranks_kills_ranks_after_timeout(start, tmp_path):
-    # a fresh rank imports torch before it writes its pid: seconds on a loaded machine
-    timeout_s = 5 if start == "forked" else 30
+def test_run_ranks_kills_ranks_after_timeout(monkeypatch):
+    started = []  # every rank's process, started or still starting when the time runs out
+    forked = _ranks._Forked
+    for name in ("_Forked", "Popen"):
+        owner = _ranks if name == "_Forked" else _ranks.subprocess
+        cls = getattr(owner, name)
+        monkeypatch.setattr(
+            owner, name, lambda *a, cls=cls, **k: started.append(cls(*a, **k)) or started[-1]
+        )
     begin = time.monotonic()
-    with pytest.raises(RuntimeError, match=rf"test: the ranks did not finish in timeout_s={timeout_s}"):
-        run_ranks("tests.test_ranks:_hang", 2, str(tmp_path), timeout_s, "test")
-    assert time.monotonic() - begin < timeout_s + 15
-    pids = [int(p.read_text()) for p in tmp_path.glob("*.pid")]
-    assert len(pids) == 2, "the ranks did not start in time; the test proves nothing"
-    for pid in pids:
-        with pytest.raises(ProcessLookupError):
+    with pytest.raises(RuntimeError, match=r"test: the ranks did not finish in timeout_s=5"):
+        run_ranks("tests.test_ranks:_hang", 2, None, 5, "test")
+    assert time.monotonic() - begin < 20
+    assert len(started) == 2
+    for proc in started:
+        pid = proc.process.pid if isinstance(proc, forked) else proc.pid
+        with pytest.raises(ProcessLookupError):  # killed and reaped, not left running
             os.kill(pid, 0)
 
 
