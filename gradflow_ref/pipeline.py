@@ -22,27 +22,18 @@ from gradflow_ref.loss_scaling import GradScaler
 from gradflow_ref.master import MasterWeights
 
 __all__ = [
-    "BUGS",
-    "STAGES",
+    "STEP_PHASES",
     "PipelineConfig",
     "StepReport",
-    "Stage",
+    "StepPhase",
     "warmup_cosine",
     "WarmupCosine",
     "Trainer",
     "trace_step",
 ]
 
-# Deliberate ordering bugs the chapter demonstrates (PipelineConfig.bug):
-BUGS = (
-    "clip_scaled",  # clip before unscaling: the threshold meets gradients times the loss scale
-    "clip_per_micro",  # clip inside the micro-batch loop (instead of once): partial sums clipped
-    "schedule_on_skip",  # step the LR schedule on a step the scaler skipped
-    "no_zero",  # never zero the gradients: each step adds the previous steps' gradients
-)
-
 # What trace_step records, in the order a correct step runs them:
-STAGES = (
+STEP_PHASES = (
     "forward",  # layer forwards of one micro-batch, in the working dtype
     "loss",  # the loss function on the FP32 logits
     "scale",  # FP16 only: loss times the loss scale
@@ -72,7 +63,6 @@ class PipelineConfig:
     dtype: torch.dtype = torch.bfloat16  # working precision; torch.float16 turns on loss scaling
     segments: int = 1  # checkpoint_sequential segments over the model (1: no checkpointing)
     init_scale: float = 2.0**16  # FP16 only: the first loss scale
-    bug: str | None = None  # one of BUGS, to show what it breaks; None: the correct order
 
 
 @dataclass
@@ -83,30 +73,43 @@ class StepReport:
     skipped: bool  # the scaler skipped the update (inf/NaN gradients)
     scale: float  # loss scale after this step's update (1.0 in BF16)
 
+    def __post_init__(self) -> None:
+        _checks.number("StepReport", "loss", self.loss)
+        _checks.number("StepReport", "grad_norm", self.grad_norm)  # inf/NaN: an overflow
+        _checks.real("StepReport", "lr", self.lr, low=0, strict=False)
+        _checks.boolean("StepReport", "skipped", self.skipped)
+        _checks.real("StepReport", "scale", self.scale, low=0)
+
 
 @dataclass
-class Stage:
-    name: str  # one of STAGES
+class StepPhase:
+    name: str  # one of STEP_PHASES
     micro_batch: int | None  # index of the micro-batch whose loop ran it; None: after the loop
     dtype: str | None  # dtype of the tensors it produced ("bfloat16", ...); None: no tensor
-    count: int = 1  # layer forwards (forward, recompute); 1 for the other stages
+    count: int = 1  # layer forwards (forward, recompute); 1 for the other phases
+
+    def __post_init__(self) -> None:
+        _checks.choice("StepPhase", "name", self.name, STEP_PHASES)
+        if self.micro_batch is not None:
+            _checks.integer("StepPhase", "micro_batch", self.micro_batch, low=0)
+        if self.dtype is not None:
+            _checks.instance("StepPhase", "dtype", self.dtype, str)
+        _checks.integer("StepPhase", "count", self.count)
 
 
-def _finite(func, name, value, low=0.0, strict=True):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{func}: `{name}` must be a float, got {type(value).__name__}.")
-    if not math.isfinite(value) or value < low or (strict and value == low):
-        bound = f"> {low}" if strict else f">= {low}"
-        raise ValueError(f"{func}: `{name}` must be finite and {bound}, got {value!r}.")
-    return float(value)
-
-
-def _steps(func, name, value, low):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{func}: `{name}` must be an int, got {type(value).__name__}.")
-    if value < low:
-        raise ValueError(f"{func}: `{name}` must be >= {low}, got {value}.")
-    return value
+def _schedule_args(func, lr, warmup_steps, total_steps, min_lr, prefix=""):
+    # the learning-rate schedule's arguments, named as the caller's parameters (prefix "cfg.")
+    lr = _checks.real(func, f"{prefix}lr", lr, low=0)
+    min_lr = _checks.real(func, f"{prefix}min_lr", min_lr, low=0, strict=False)
+    if min_lr > lr:
+        raise ValueError(
+            f"{func}: `{prefix}min_lr` ({min_lr}) must not exceed `{prefix}lr` ({lr}); the "
+            "schedule decays from lr down to min_lr."
+        )
+    warmup_steps = _checks.integer(func, f"{prefix}warmup_steps", warmup_steps)
+    fix = f"Warmup takes the first {warmup_steps} of them."
+    _checks.integer(func, f"{prefix}total_steps", total_steps, low=warmup_steps + 1, fix=fix)
+    return lr, min_lr
 
 
 def warmup_cosine(step, lr, warmup_steps, total_steps, min_lr=0.0) -> float:
@@ -120,14 +123,8 @@ def warmup_cosine(step, lr, warmup_steps, total_steps, min_lr=0.0) -> float:
         ValueError: `lr` not positive and finite, `min_lr` outside [0, lr], `warmup_steps` < 1,
             `total_steps` <= `warmup_steps`, or `step` < 0.
     """
-    func = "warmup_cosine"
-    lr = _finite(func, "lr", lr)
-    min_lr = _finite(func, "min_lr", min_lr, strict=False)
-    if min_lr > lr:
-        raise ValueError(f"{func}: `min_lr` ({min_lr}) must not exceed `lr` ({lr}).")
-    warmup_steps = _steps(func, "warmup_steps", warmup_steps, 1)
-    total_steps = _steps(func, "total_steps", total_steps, warmup_steps + 1)
-    step = _steps(func, "step", step, 0)
+    lr, min_lr = _schedule_args("warmup_cosine", lr, warmup_steps, total_steps, min_lr)
+    _checks.integer("warmup_cosine", "step", step, low=0, fix="Pass optimizer steps taken so far.")
     if step < warmup_steps:
         return lr * (step + 1) / warmup_steps
     t = min(1.0, (step - warmup_steps) / (total_steps - warmup_steps))
@@ -144,8 +141,10 @@ class WarmupCosine:
 
     def __init__(self, optimizer, warmup_steps, total_steps, min_lr=0.0):
         _checks.instance("WarmupCosine", "optimizer", optimizer, torch.optim.Optimizer)
-        self.optimizer = optimizer
         self.base_lrs = [group["lr"] for group in optimizer.param_groups]
+        for base in self.base_lrs:
+            _schedule_args("WarmupCosine", base, warmup_steps, total_steps, min_lr)
+        self.optimizer = optimizer
         self.warmup_steps, self.total_steps, self.min_lr = warmup_steps, total_steps, min_lr
         self.last_step = 0  # optimizer steps taken so far
         self._apply()
@@ -191,35 +190,37 @@ class Trainer:
     def __init__(self, model, cfg: PipelineConfig | None = None, loss_fn: Callable | None = None):
         name, cfg = "Trainer", PipelineConfig() if cfg is None else cfg
         _checks.instance(name, "cfg", cfg, PipelineConfig, "Pass PipelineConfig() or None.")
-        if not isinstance(model, nn.Sequential):
-            raise TypeError(
-                f"{name}: `model` must be an nn.Sequential (its layers are checkpointed in "
-                f"segments), got {type(model).__name__}."
-            )
+        _checks.instance(
+            name, "model", model, nn.Sequential, "Its layers are checkpointed in segments."
+        )
         devices = sorted({str(p.device) for p in model.parameters()})
         if len(devices) != 1:
             raise ValueError(
                 f"{name}: all parameters must be on one device, got {devices or 'no parameters'}; "
                 "move the model with model.to(device) first."
             )
-        if cfg.dtype not in (torch.bfloat16, torch.float16):
-            raise ValueError(
-                f"{name}: `cfg.dtype` must be torch.bfloat16 or torch.float16, got {cfg.dtype}."
-            )
-        if cfg.bug is not None and cfg.bug not in BUGS:
-            raise ValueError(f"{name}: `cfg.bug` must be None or one of {BUGS}, got {cfg.bug!r}.")
-        if (
-            isinstance(cfg.segments, bool)
-            or not isinstance(cfg.segments, int)
-            or not (1 <= cfg.segments <= len(model))
-        ):
+        _checks.choice(name, "cfg.dtype", cfg.dtype, (torch.bfloat16, torch.float16))
+        _checks.integer(name, "cfg.segments", cfg.segments, fix="1 means no checkpointing.")
+        if cfg.segments > len(model):
             raise ValueError(
                 f"{name}: `cfg.segments` must be an int between 1 and the number of "
                 f"layers ({len(model)}), got {cfg.segments!r}."
             )
-        _finite(name, "cfg.max_norm", cfg.max_norm)
-        warmup_cosine(0, cfg.lr, cfg.warmup_steps, cfg.total_steps, cfg.min_lr)  # checks them
+        _checks.real(name, "cfg.max_norm", cfg.max_norm, low=0)
+        _schedule_args(name, cfg.lr, cfg.warmup_steps, cfg.total_steps, cfg.min_lr, "cfg.")
+        if not (isinstance(cfg.betas, tuple) and len(cfg.betas) == 2):
+            raise TypeError(f"{name}: `cfg.betas` must be a pair of floats, got {cfg.betas!r}.")
+        for k, beta in enumerate(cfg.betas):
+            _checks.real(name, f"cfg.betas[{k}]", beta, low=0, high=1, strict=False)
+            if beta == 1:
+                raise ValueError(f"{name}: `cfg.betas[{k}]` must be below 1, got {beta}.")
+        _checks.real(name, "cfg.eps", cfg.eps, low=0)
+        _checks.real(name, "cfg.weight_decay", cfg.weight_decay, low=0, strict=False)
+        _checks.real(name, "cfg.init_scale", cfg.init_scale, low=0)
+        if loss_fn is not None:
+            _checks.callable_(name, "loss_fn", loss_fn, "Pass loss(logits, targets) or None.")
         self.cfg, self.loss_fn = cfg, loss_fn or F.cross_entropy
+        self._class_ids = loss_fn is None  # the default loss: integer targets are class ids
         self.device = next(model.parameters()).device
         self.master = MasterWeights(model, dtype=cfg.dtype)
         self.model = self.master.model
@@ -235,13 +236,76 @@ class Trainer:
             self.device.type, init_scale=cfg.init_scale, enabled=cfg.dtype == torch.float16
         )
 
-    def _loss(self, x, y):
+    def step(self, micro_batches: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> StepReport:
+        """Take one optimizer step over `micro_batches`, a list of (inputs, targets) pairs.
+
+        A step that raises leaves the trainer as it was: no gradient of its micro-batches stays
+        behind. In BF16 a step whose gradient norm is inf or NaN is skipped, as the scaler skips
+        one in FP16, so the masters stay finite.
+
+        Raises:
+            TypeError: `micro_batches` is not a list or tuple of (inputs, targets) tensor pairs.
+            ValueError: `micro_batches` is empty, or a micro-batch is empty, not finite, has the
+                wrong width, not one target per input row, or class ids the model lacks.
+        """
+        self._check_batches(micro_batches, "Trainer.step")
+        cfg, n = self.cfg, len(micro_batches)
+        lr, loss_sum = self.optimizer.param_groups[0]["lr"], 0.0
+        saved = [None if m.grad is None else m.grad.clone() for m in self.master.params]
+        try:
+            for x, y in micro_batches:
+                loss_sum += self.accumulate(x, y, n)
+        except BaseException:  # leave no gradient of this step behind
+            self.model.zero_grad(set_to_none=True)
+            for m, grad in zip(self.master.params, saved):
+                m.grad = grad
+            raise
+        self.scaler.unscale_(self.optimizer)  # FP16: divide by the scale, record inf/NaN
+        norm = clip_grad_norm_(self.master.params, cfg.max_norm)  # once, on true gradients
+        if self.scaler.is_enabled():
+            skipped_before = self.scaler.skipped_steps
+            self.scaler.step(self.optimizer)  # AdamW on the FP32 masters, unless inf/NaN
+            skipped = self.scaler.skipped_steps > skipped_before
+        else:
+            skipped = not math.isfinite(norm)
+            if not skipped:
+                self.optimizer.step()  # AdamW on the FP32 masters
+        self.scaler.update()
+        if not skipped:
+            self.schedule.step()
+        self.master.master_to_model()  # cast back: FP32 masters -> model dtype
+        self.master.zero_grad()
+        return StepReport(loss_sum, float(norm), lr, skipped, self.scaler.get_scale())
+
+    def accumulate(self, inputs: torch.Tensor, targets: torch.Tensor, n_micro: int = 1) -> float:
+        """Run one micro-batch forward and backward; add its gradients into the FP32 masters.
+
+        The loss is divided by `n_micro` (the step's micro-batches), so the sum over the step is
+        the gradient of the mean loss; FP16 scales it first. `step` calls this once per
+        micro-batch; called alone, it lets a reader rearrange the rest of the step.
+
+        Returns:
+            This micro-batch's share of the step's loss, loss / n_micro.
+        """
+        x, y = inputs, targets
         x = x.to(self.device, self.cfg.dtype) if x.is_floating_point() else x.to(self.device)
         logits = checkpoint_sequential(self.model, self.cfg.segments, x)  # cfg.dtype
-        return self.loss_fn(logits.float(), y.to(self.device))  # FP32 loss
+        y = y.to(self.device)
+        if self._class_ids and not y.is_floating_point():
+            classes = logits.shape[-1]
+            if y.numel() and (int(y.min()) < 0 or int(y.max()) >= classes):
+                raise ValueError(
+                    f"Trainer.step: `targets` hold class ids from {int(y.min())} to "
+                    f"{int(y.max())}, but the model outputs {classes} classes (ids 0 to "
+                    f"{classes - 1}); check the labels against the model's last layer."
+                )
+        loss = self.loss_fn(logits.float(), y) / n_micro  # FP32 loss
+        self.scaler.scale(loss).backward()  # FP16: times the loss scale
+        self._accumulate()
+        return loss.item()
 
-    def _check_batches(self, micro_batches) -> None:
-        func = "Trainer.step"
+    def _check_batches(self, micro_batches, func) -> None:
+        _checks.instance(func, "micro_batches", micro_batches, (list, tuple))
         if len(micro_batches) == 0:
             raise ValueError(
                 f"{func}: `micro_batches` must hold at least one (inputs, targets) pair, got none."
@@ -253,6 +317,13 @@ class Trainer:
                     f"got {type(pair).__name__}."
                 )
             x = _checks.model_input(func, f"micro_batches[{i}][0]", self.model, pair[0])
+            if x.is_floating_point():
+                _checks.tensor(func, f"micro_batches[{i}][0]", x, finite=True)
+            elif isinstance(self.model[0], nn.Linear):
+                raise TypeError(
+                    f"{func}: `micro_batches[{i}][0]` must be a floating-point tensor for a "
+                    f"model that starts with nn.Linear, got dtype {x.dtype}; use x.float()."
+                )
             y = _checks.instance(func, f"micro_batches[{i}][1]", pair[1], torch.Tensor)
             if y.dim() == 0 or len(y) != len(x):
                 raise ValueError(
@@ -268,47 +339,13 @@ class Trainer:
                 m.grad = g if m.grad is None else m.grad.add_(g)
                 p.grad = None
 
-    def step(self, micro_batches: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> StepReport:
-        """Take one optimizer step over `micro_batches`, a list of (inputs, targets) pairs.
-
-        Raises:
-            TypeError: a micro-batch is not an (inputs, targets) pair of tensors.
-            ValueError: `micro_batches` is empty, or a micro-batch is empty, has the wrong
-                width, or has as many targets as inputs.
-        """
-        self._check_batches(micro_batches)
-        cfg, bug, n = self.cfg, self.cfg.bug, len(micro_batches)
-        lr, loss_sum, norm = self.optimizer.param_groups[0]["lr"], 0.0, None
-        for x, y in micro_batches:
-            loss = self._loss(x, y) / n  # mean over the step's micro-batches
-            self.scaler.scale(loss).backward()  # FP16: times the loss scale
-            loss_sum += loss.item()
-            self._accumulate()
-            if bug == "clip_per_micro":
-                norm = clip_grad_norm_(self.master.params, cfg.max_norm)
-        if bug == "clip_scaled":
-            norm = clip_grad_norm_(self.master.params, cfg.max_norm)
-        self.scaler.unscale_(self.optimizer)  # FP16: divide by the scale, record inf/NaN
-        if bug not in ("clip_scaled", "clip_per_micro"):
-            norm = clip_grad_norm_(self.master.params, cfg.max_norm)  # once, on true gradients
-        skipped_before = self.scaler.skipped_steps
-        self.scaler.step(self.optimizer)  # AdamW on the FP32 masters, unless inf/NaN
-        skipped = self.scaler.skipped_steps > skipped_before
-        self.scaler.update()
-        if not skipped or bug == "schedule_on_skip":
-            self.schedule.step()
-        self.master.master_to_model()  # cast back: FP32 masters -> model dtype
-        if bug != "no_zero":
-            self.master.zero_grad()
-        return StepReport(loss_sum, float(norm), lr, skipped, self.scaler.get_scale())
-
 
 def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def trace_step(trainer: Trainer, micro_batches) -> tuple[StepReport, list[Stage]]:
-    """Run `trainer.step(micro_batches)` and record every stage as it runs, in order.
+def trace_step(trainer: Trainer, micro_batches) -> tuple[StepReport, list[StepPhase]]:
+    """Run `trainer.step(micro_batches)` and record every phase as it runs, in order.
 
     The trainer's parts (loss function, scaler, optimizer, schedule, master weights, layers) are
     observed through hooks and wrappers that are removed afterwards, so the step computes
@@ -316,7 +353,7 @@ def trace_step(trainer: Trainer, micro_batches) -> tuple[StepReport, list[Stage]
     did not happen (an optimizer step the scaler skipped) is not recorded.
 
     Returns:
-        The step's StepReport and its Stage list, in execution order.
+        The step's StepReport and its StepPhase list, in execution order.
 
     Example:
         >>> x, y = torch.randn(3, 4), torch.tensor([0, 1, 1])
@@ -325,7 +362,7 @@ def trace_step(trainer: Trainer, micro_batches) -> tuple[StepReport, list[Stage]
         'forward loss backward accumulate clip step schedule cast_back zero'
     """
     _checks.instance("trace_step", "trainer", trainer, Trainer, "Pass Trainer(model, cfg).")
-    trainer._check_batches(micro_batches)
+    trainer._check_batches(micro_batches, "trace_step")
     tracer = _Tracer(trainer)
     tracer.install()
     try:
@@ -335,24 +372,22 @@ def trace_step(trainer: Trainer, micro_batches) -> tuple[StepReport, list[Stage]
     return report, tracer.stages
 
 
-class _Loop:
+class _Loop(list):
     """The step's `for x, y in micro_batches`, seen from inside: tells the tracer the index."""
 
     def __init__(self, tracer: "_Tracer", micro_batches):
-        self.tracer, self.micro_batches = tracer, micro_batches
-
-    def __len__(self):
-        return len(self.micro_batches)
+        super().__init__(micro_batches)
+        self.tracer = tracer
 
     def __iter__(self):
-        for i, batch in enumerate(self.micro_batches):
+        for i, batch in enumerate(super().__iter__()):
             self.tracer.micro = i
             yield batch
         self.tracer.micro = None
 
 
 class _Tracer:
-    """Records a Trainer's step as Stages through hooks and wrappers that remove() undoes."""
+    """Records a Trainer's step as StepPhases through hooks and wrappers that remove() undoes."""
 
     def __init__(self, trainer: Trainer):
         self.trainer, self.stages = trainer, []
@@ -362,7 +397,7 @@ class _Tracer:
         self.hooks: list = []
 
     def add(self, name, dtype=None):
-        self.stages.append(Stage(name, self.micro, dtype and _name(dtype)))
+        self.stages.append(StepPhase(name, self.micro, dtype and _name(dtype)))
 
     def on_layer(self, module, args):  # a layer starts; args[0] is its input activation
         name = "recompute" if self.backward else "forward"

@@ -84,17 +84,47 @@ print(f"largest difference from Trainer's FP32 master weights: {gap:.1e}")
 # --8<-- [end:plain_check]
 
 
+# --8<-- [start:step_with_bug]
+from gradflow_ref.pipeline import StepReport
+
+
+def step_with_bug(trainer, micro_batches, bug=None):
+    params, opt, scaler = trainer.master.params, trainer.optimizer, trainer.scaler
+    lr, loss, max_norm = opt.param_groups[0]["lr"], 0.0, trainer.cfg.max_norm
+    for x, y in micro_batches:
+        loss += trainer.accumulate(x, y, len(micro_batches))
+        if bug == "clip_per_micro":
+            norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    if bug == "clip_scaled":
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    scaler.unscale_(opt)
+    if bug not in ("clip_scaled", "clip_per_micro"):
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    scale = scaler.get_scale()
+    scaler.step(opt)
+    scaler.update()
+    skipped = scaler.get_scale() < scale
+    if not skipped or bug == "schedule_on_skip":
+        trainer.schedule.step()
+    trainer.master.master_to_model()
+    if bug != "no_zero":
+        trainer.master.zero_grad()
+    return StepReport(loss, float(norm), lr, skipped, scaler.get_scale())
+
+
+# --8<-- [end:step_with_bug]
+
 # --8<-- [start:ordering_bugs]
 bug_steps, bug_micro, bug_clip, bug_scale = 4, 3, 0.1, 2.0**20
 
 
 def run_steps(bug, dtype):
     gen.manual_seed(3)
-    cfg = PipelineConfig(1e-2, 1e-3, 2, 8, max_norm=bug_clip, dtype=dtype, segments=3, bug=bug)
+    cfg = PipelineConfig(1e-2, 1e-3, 2, 8, max_norm=bug_clip, dtype=dtype, segments=3)
     cfg.init_scale = bug_scale
     trainer = Trainer(make_model(), cfg)
     batches = [[make_batch(16) for _ in range(bug_micro)] for _ in range(bug_steps)]
-    return trainer, [trainer.step(micro) for micro in batches]
+    return trainer, [step_with_bug(trainer, micro, bug) for micro in batches]
 
 
 f16, b16 = torch.float16, torch.bfloat16

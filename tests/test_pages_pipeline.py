@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from gradflow_ref.pipeline import STAGES, PipelineConfig, Trainer, trace_step
+from gradflow_ref.pipeline import STEP_PHASES, PipelineConfig, Trainer, trace_step
 from gradflow_site.pages import pipeline as page
 from tests._site import ROOT
 
@@ -70,7 +70,7 @@ def test_stage_notes_in_the_chapter_describe_every_traced_stage():
     notes = text.split('<div class="gf-stage-notes" markdown>', 1)[1].split("</div>", 1)[0]
     rows = [r for r in notes.splitlines() if r.startswith("| `")]
     cells = [[c.strip() for c in r.strip("|").split(" | ")] for r in rows]
-    assert [c[0].strip("`") for c in cells] == list(STAGES)
+    assert [c[0].strip("`") for c in cells] == list(STEP_PHASES)
     assert all(len(c) == 4 and all(c) for c in cells), cells
 
 
@@ -122,3 +122,59 @@ def test_bf16_spacing_rejects_zero():
 def test_spread_gives_lowest_and_highest():
     assert page.spread([1.296, 1.291, 1.293]) == "1.291–1.296"
     assert page.spread([0.5]) == "0.500"
+
+
+def _sections(*names) -> dict:
+    """Run the named sections of snippets/pipeline.py, in order, in one namespace."""
+    text = (ROOT / "snippets" / "pipeline.py").read_text(encoding="utf-8")
+    ns: dict = {}
+    for name in names:
+        body = text.split(f"# --8<-- [start:{name}]", 1)[1].split(f"# --8<-- [end:{name}]")[0]
+        exec(compile(body, f"snippets/pipeline.py:{name}", "exec"), ns)
+    return ns
+
+
+@pytest.fixture(scope="module")
+def ordering():
+    """The chapter's four ordering bugs, run as the page runs them (a few seconds)."""
+    return _sections("imports", "step_with_bug", "ordering_bugs")
+
+
+def test_step_with_bug_none_is_trainer_step(ordering):
+    ns = ordering
+    for dtype in (torch.bfloat16, torch.float16):
+        trainers = []
+        for step in (ns["step_with_bug"], None):
+            ns["gen"].manual_seed(3)
+            cfg = PipelineConfig(1e-2, 1e-3, 2, 8, max_norm=0.1, dtype=dtype, segments=3)
+            cfg.init_scale = 2.0**20
+            trainer = Trainer(ns["make_model"](), cfg)
+            for _ in range(3):
+                micro = [ns["make_batch"](16) for _ in range(3)]
+                step(trainer, micro) if step else trainer.step(micro)
+            trainers.append(trainer)
+        ours, reference = (t.master.params for t in trainers)
+        torch.testing.assert_close(ours, reference, rtol=1e-6, atol=1e-7)  # torch's clip vs ours
+
+
+@pytest.mark.parametrize("bug", ["clip_scaled", "clip_per_micro", "schedule_on_skip", "no_zero"])
+def test_ordering_bug_moves_the_master_weights(ordering, bug):
+    assert ordering["gaps"][bug] > 1e-3
+
+
+def test_ordering_bug_clip_scaled_clips_a_norm_times_the_loss_scale(ordering):
+    good, bad = ordering["bug_runs"]["clip_scaled"]
+    # of the order of the scale times the true norm (the two runs' weights differ by then)
+    ratio = bad[-1].grad_norm / good[-1].grad_norm / bad[-2].scale
+    assert 0.5 < ratio < 2
+
+
+def test_ordering_bug_schedule_on_skip_runs_the_schedule_ahead(ordering):
+    good, bad = ordering["bug_runs"]["schedule_on_skip"]
+    assert good[0].skipped and bad[0].skipped
+    assert bad[-1].lr != good[-1].lr
+
+
+def test_ordering_bug_no_zero_adds_the_old_gradients(ordering):
+    good, bad = ordering["bug_runs"]["no_zero"]
+    assert bad[-1].grad_norm > good[-1].grad_norm
