@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gradflow_ref import _checks
 from gradflow_ref.checkpointing import checkpoint_sequential
 from gradflow_ref.clipping import clip_grads_with_norm_, get_total_norm
 from gradflow_ref.flow import MLPConfig, build_mlp
@@ -22,7 +23,7 @@ from gradflow_ref.loss_scaling import GradScaler
 from gradflow_ref.master import MasterWeights
 
 __all__ = [
-    "ACTIVATIONS",
+    "ARENA_ACTIVATIONS",
     "OPTIMIZERS",
     "RECIPES",
     "ArenaConfig",
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 OPTIMIZERS = ("sgd", "adam")
-ACTIVATIONS = ("tanh", "relu")
+ARENA_ACTIVATIONS = ("tanh", "relu")  # of gradflow_ref.flow.ACTIVATIONS, the two the arena races
 TEACHER_SEED = 1234  # the fixed task every seed and recipe learns
 EVAL_SAMPLES = 256  # held-out inputs scored every `eval_every` steps
 
@@ -49,11 +50,8 @@ class Recipe:
 
     def __post_init__(self) -> None:
         for f in ("clip", "mixed", "accumulate", "checkpoint", "loss_scaling"):
-            if not isinstance(getattr(self, f), bool):
-                raise TypeError(
-                    f"Recipe: `{f}` must be True or False, got {getattr(self, f)!r}; "
-                    "a string such as 'no' would switch the technique on."
-                )
+            fix = "A string such as 'no' would switch the technique on."
+            _checks.boolean("Recipe", f, getattr(self, f), fix)
 
 
 RECIPES = {
@@ -84,41 +82,26 @@ class ArenaConfig:
     device: str = "cpu"  # where the student trains; samples are drawn on the CPU, then moved
 
     def __post_init__(self) -> None:
+        func = "ArenaConfig"
         for name in ("depth", "width", "batch_size", "steps", "accum_steps", "eval_every"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"ArenaConfig: `{name}` must be an int >= 1, got {value!r}.")
+            _checks.integer(func, name, getattr(self, name))
         for name in ("lr", "max_norm"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(
-                    f"ArenaConfig: `{name}` must be a float, got {type(value).__name__}."
-                )
-            if not (math.isfinite(value) and value > 0):
+            _checks.real(func, name, getattr(self, name), low=0)
+        if self.segments is not None:
+            modules = 2 * self.depth - 1
+            fix = f"None picks round(sqrt(depth)); the student has {modules} modules."
+            _checks.integer(func, "segments", self.segments, fix=fix)
+            if self.segments > modules:
                 raise ValueError(
-                    f"ArenaConfig: `{name}` must be positive and finite, got {value!r}."
+                    f"{func}: `segments` must be None or an int from 1 to the "
+                    f"student's {modules} modules, got {self.segments!r}."
                 )
-        if self.segments is not None and (
-            isinstance(self.segments, bool)
-            or not isinstance(self.segments, int)
-            or not 1 <= self.segments <= 2 * self.depth - 1
-        ):
-            raise ValueError(
-                f"ArenaConfig: `segments` must be None or an int from 1 to the "
-                f"student's {2 * self.depth - 1} modules, got {self.segments!r}."
-            )
-        if not isinstance(self.fp16, bool):
-            raise TypeError(f"ArenaConfig: `fp16` must be True or False, got {self.fp16!r}.")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"ArenaConfig: `seed` must be an int >= 0, got {self.seed!r}.")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(
-                f"ArenaConfig: `optimizer` must be one of {OPTIMIZERS}, got {self.optimizer!r}."
-            )
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"ArenaConfig: `activation` must be one of {ACTIVATIONS}, got {self.activation!r}."
-            )
+        _checks.boolean(func, "fp16", self.fp16)
+        _checks.integer(func, "seed", self.seed, low=0)
+        _checks.choice(func, "optimizer", self.optimizer, OPTIMIZERS)
+        _checks.choice(func, "activation", self.activation, ARENA_ACTIVATIONS)
+        _checks.instance(func, "device", self.device, str, "e.g. 'cpu' or 'cuda'.")
+        _checks.device(func, "device", self.device)
 
     @property
     def n_segments(self) -> int:
@@ -143,6 +126,12 @@ class Run:
     samples: int = 0  # training samples drawn
     n_params: int = 0  # trainable parameters of the student
     dead_at: int | None = None  # first step after which a weight was inf/NaN (run stopped)
+
+    def __post_init__(self) -> None:
+        _checks.instance("Run", "name", self.name, str)
+        _checks.instance("Run", "recipe", self.recipe, Recipe)
+        _checks.instance("Run", "config", self.config, ArenaConfig)
+        _checks.dtype("Run", "dtype", self.dtype)
 
     @property
     def final_loss(self) -> float:
@@ -209,11 +198,8 @@ def _forward_fp32(weights, activation: str, x: torch.Tensor) -> torch.Tensor:
 
 
 def _config(func: str, cfg) -> None:
-    if not isinstance(cfg, ArenaConfig):
-        raise TypeError(
-            f"{func}: `cfg` must be an ArenaConfig, got {type(cfg).__name__}; "
-            "pass ArenaConfig() or ArenaConfig(depth=..., steps=...)."
-        )
+    fix = "Pass ArenaConfig() or ArenaConfig(depth=..., steps=...)."
+    _checks.instance(func, "cfg", cfg, ArenaConfig, fix)
 
 
 def make_task(cfg: ArenaConfig):
@@ -249,16 +235,9 @@ def _count_nonfinite(t: torch.Tensor) -> int:
 def _resolve(recipe) -> tuple[str, Recipe]:
     if isinstance(recipe, Recipe):
         return "custom", recipe
-    if not isinstance(recipe, str):
-        raise TypeError(
-            f"train: `recipe` must be a name in RECIPES or a Recipe, got {type(recipe).__name__}."
-        )
-    if recipe not in RECIPES:
-        raise ValueError(
-            f"train: `recipe` must be one of {', '.join(RECIPES)}, got {recipe!r}; "
-            "or pass a Recipe(...) for another combination."
-        )
-    return recipe, RECIPES[recipe]
+    fix = "Or pass a Recipe(...) for another combination."
+    _checks.instance("train", "recipe", recipe, (str, Recipe), fix)
+    return _checks.choice("train", "recipe", recipe, RECIPES, fix), RECIPES[recipe]
 
 
 def train(cfg: ArenaConfig, recipe="baseline") -> Run:
@@ -409,18 +388,22 @@ def race(cfg: ArenaConfig, recipes=tuple(RECIPES)) -> dict[str, Run]:
     """Train every recipe in `recipes` on `cfg` and return {name: Run}, in the given order.
 
     Raises:
-        ValueError: `recipes` is empty or names an unknown recipe.
+        TypeError: `cfg` is not an ArenaConfig, or `recipes` not a list or tuple.
+        ValueError: `recipes` is empty, or names an unknown recipe or one twice.
     """
     _config("race", cfg)
-    if isinstance(recipes, (str, Recipe)):
-        raise TypeError(
-            f"race: `recipes` must be a sequence of recipe names, got {recipes!r}; "
-            f"pass e.g. ('baseline', 'clip') or call train(cfg, {recipes!r}) for one."
-        )
-    recipes = list(recipes)
+    fix = "Pass e.g. ('baseline', 'clip'), or call train(cfg, recipe) for one."
+    _checks.instance("race", "recipes", recipes, (list, tuple), fix)
     if not recipes:
         raise ValueError(
             "race: `recipes` must name at least one recipe, got none; "
             f"pick from {', '.join(RECIPES)}."
+        )
+    for name in recipes:
+        _checks.choice("race", "recipes", name, RECIPES, "Each entry names a recipe.")
+    if len(set(recipes)) != len(recipes):
+        raise ValueError(
+            f"race: `recipes` names a recipe twice, got {list(recipes)}; the result holds one "
+            "run per name."
         )
     return {name: train(cfg, name) for name in recipes}

@@ -37,18 +37,20 @@ class MLPConfig:
     scale: float = 1.0  # multiplies every weight after init (1.0 keeps the init's own gain)
     seed: int = 0  # seeds the weights, so two builds are identical
 
+    def __post_init__(self) -> None:
+        _check_fields(self)
 
-def _check_config(cfg: MLPConfig) -> None:
-    _checks.instance("build_mlp", "cfg", cfg, MLPConfig, "Pass MLPConfig(depth=..., width=...).")
+
+def _check_config(cfg: MLPConfig, func: str) -> None:
+    _checks.instance(func, "cfg", cfg, MLPConfig, "Pass MLPConfig(depth=..., width=...).")
+    _check_fields(cfg)  # again: a dataclass field can be changed after construction
+
+
+def _check_fields(cfg: MLPConfig) -> None:
     _checks.integer("MLPConfig", "depth", cfg.depth, fix="Pass the number of Linear layers.")
     _checks.integer("MLPConfig", "width", cfg.width, fix="Pass the features per layer.")
-    if cfg.activation not in ACTIVATIONS:
-        raise ValueError(
-            f"MLPConfig: `activation` must be one of {', '.join(ACTIVATIONS)}, "
-            f"got {cfg.activation!r}."
-        )
-    if cfg.init not in INITS:
-        raise ValueError(f"MLPConfig: `init` must be one of {', '.join(INITS)}, got {cfg.init!r}.")
+    _checks.choice("MLPConfig", "activation", cfg.activation, ACTIVATIONS)
+    _checks.choice("MLPConfig", "init", cfg.init, INITS)
     _checks.real("MLPConfig", "scale", cfg.scale, low=0, fix="1.0 keeps the init's own gain.")
     _checks.integer("MLPConfig", "seed", cfg.seed, low=0)
 
@@ -74,14 +76,18 @@ def build_mlp(cfg: MLPConfig, *, dtype: torch.dtype = torch.float32, device=None
         An `nn.Sequential` alternating Linear and activation modules.
 
     Raises:
-        ValueError: a field of `cfg` is out of range.
+        TypeError: `cfg` is not an MLPConfig, `dtype` not a floating torch dtype, or `device`
+            not a str or torch.device.
+        ValueError: a field of `cfg` is out of range, or `device` names no device here.
 
     Example:
         >>> net = build_mlp(MLPConfig(depth=3, width=4, activation="relu", init="he"))
         >>> len(net)
         6
     """
-    _check_config(cfg)
+    _check_config(cfg, "build_mlp")
+    _checks.dtype("build_mlp", "dtype", dtype)
+    _checks.device("build_mlp", "device", device)
     gen = torch.Generator().manual_seed(cfg.seed)
     layers: list[nn.Module] = []
     for _ in range(cfg.depth):
@@ -111,7 +117,15 @@ def _linears(model, x, func: str) -> list[nn.Linear]:
     if not linears:
         raise ValueError(f"{func}: `model` must contain at least one nn.Linear layer.")
     _checks.model_input(func, "x", model, x)
-    if x.is_floating_point() and not torch.isfinite(x).all():
+    fix = "Pass a (batch, width) batch; one sample is x.unsqueeze(0)."
+    _checks.tensor(func, "x", x, floating=True, dim=2, fix=fix)
+    weight = linears[0].weight
+    if x.dtype != weight.dtype or x.device != weight.device:
+        raise ValueError(
+            f"{func}: `x` must match the model's parameters, {weight.dtype} on {weight.device}, "
+            f"got {x.dtype} on {x.device}; use x.to(weight.dtype, weight.device)."
+        )
+    if not torch.isfinite(x).all():
         raise ValueError(
             f"{func}: `x` holds nan or inf, so every gradient norm would be nan; "
             "pass a finite batch, e.g. torch.randn(batch, width)."
@@ -139,6 +153,8 @@ def gradient_norms(model: nn.Sequential, x: torch.Tensor, loss=None) -> torch.Te
             not finite.
     """
     linears = _linears(model, x, "gradient_norms")
+    if loss is not None:
+        _checks.callable_("gradient_norms", "loss", loss, "Pass loss(output) -> scalar, or None.")
     norms: list[torch.Tensor | None] = [None] * len(linears)
     handles = []
 

@@ -13,8 +13,10 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from gradflow_ref import _checks
 from gradflow_ref._ranks import run_ranks
 from gradflow_ref.memory import MemoryBreakdown, MemoryConfig, training_memory
+from gradflow_ref.memory import _check as _check_memory_config
 
 __all__ = [
     "STAGES",
@@ -35,9 +37,14 @@ STAGES = {
 }
 
 
-def _check_gpus(n_gpus, where: str) -> None:
-    if isinstance(n_gpus, bool) or not isinstance(n_gpus, int) or n_gpus < 1:
-        raise ValueError(f"{where}: `n_gpus` must be a positive int, got {n_gpus!r}.")
+MAX_RANKS = 64  # measure_fsdp2 starts one CPU process per rank, each importing torch
+
+
+def _ranks(func: str, n_ranks, rank) -> None:
+    _checks.integer(func, "n_ranks", n_ranks, fix="Pass how many ranks share the model.")
+    _checks.integer(func, "rank", rank, low=0)
+    if rank >= n_ranks:
+        raise ValueError(f"{func}: `rank` must be in 0..{n_ranks - 1}, got {rank!r}.")
 
 
 def sharded_memory(cfg: MemoryConfig, n_gpus: int, stage: int) -> MemoryBreakdown:
@@ -51,7 +58,7 @@ def sharded_memory(cfg: MemoryConfig, n_gpus: int, stage: int) -> MemoryBreakdow
         stage: 0 (plain data parallel), 1, 2 or 3 (= FSDP's full sharding).
 
     Raises:
-        TypeError: `cfg` is not a MemoryConfig.
+        TypeError: `cfg` is not a MemoryConfig, or `n_gpus` not an int.
         ValueError: `n_gpus` below 1 or `stage` not in 0-3.
 
     Example:
@@ -59,18 +66,23 @@ def sharded_memory(cfg: MemoryConfig, n_gpus: int, stage: int) -> MemoryBreakdow
         >>> sharded_memory(seven_b, 8, 3).optimizer_states / 1e9
         7.0
     """
-    if not isinstance(cfg, MemoryConfig):
-        raise TypeError(f"sharded_memory: `cfg` must be a MemoryConfig, got {type(cfg).__name__}.")
-    _check_gpus(n_gpus, "sharded_memory")
-    if stage not in STAGES or isinstance(stage, bool):
-        raise ValueError(f"sharded_memory: `stage` must be 0, 1, 2 or 3, got {stage!r}.")
+    _checks.instance("sharded_memory", "cfg", cfg, MemoryConfig)
+    _checks.integer("sharded_memory", "n_gpus", n_gpus, fix="Pass the data-parallel GPUs.")
+    _checks.choice("sharded_memory", "stage", stage, STAGES, "0 is plain data parallel.")
     full = training_memory(cfg)
     parts = {name: -(-getattr(full, name) // n_gpus) for name in STAGES[stage]}
     return replace(full, **parts)
 
 
 def chunk_rows(rows: int, n_ranks: int, rank: int) -> int:
-    """Return how many of `rows` rows rank `rank` holds when FSDP2 shards dim 0 (torch.chunk)."""
+    """Return how many of `rows` rows rank `rank` holds when FSDP2 shards dim 0 (torch.chunk).
+
+    Raises:
+        TypeError / ValueError: `rows` not an int >= 0, `n_ranks` not >= 1, or `rank` not in
+            0..n_ranks - 1.
+    """
+    _checks.integer("chunk_rows", "rows", rows, low=0)
+    _ranks("chunk_rows", n_ranks, rank)
     if rows == 0:
         return 0
     size = -(-rows // n_ranks)
@@ -83,16 +95,33 @@ class FSDPRun:
     gradients: int  # bytes of the rank's gradient shards
     optimizer_states: int  # bytes of the rank's AdamW exp_avg and exp_avg_sq shards
 
+    def __post_init__(self) -> None:
+        for name in ("parameters", "gradients", "optimizer_states"):
+            _checks.integer("FSDPRun", name, getattr(self, name), low=0, fix="A count of bytes.")
+
 
 def predict_fsdp2(shapes: list[tuple[int, ...]], n_ranks: int, rank: int) -> FSDPRun:
     """Return the bytes rank `rank` holds after an AdamW step of a model FSDP2 shards fully.
 
     FP32 parameters (the master weights), FP32 gradients, two FP32 AdamW states; each
     parameter split along dim 0 as torch.chunk splits it.
+
+    Raises:
+        TypeError: `shapes` is not a list or tuple of tuples of ints.
+        ValueError: a shape with no dimension or a negative size, or a bad `n_ranks`/`rank`.
     """
-    _check_gpus(n_ranks, "predict_fsdp2")
-    if not 0 <= rank < n_ranks:
-        raise ValueError(f"predict_fsdp2: `rank` must be in 0..{n_ranks - 1}, got {rank!r}.")
+    func = "predict_fsdp2"
+    _ranks(func, n_ranks, rank)
+    _checks.instance(func, "shapes", shapes, (list, tuple), "e.g. [p.shape for p in params].")
+    for i, shape in enumerate(shapes):
+        _checks.instance(func, f"shapes[{i}]", shape, (tuple, list, torch.Size))
+        if not shape:
+            raise ValueError(
+                f"{func}: `shapes[{i}]` must have at least one dimension (FSDP2 shards dim 0), "
+                "got (); hold a scalar as shape (1,)."
+            )
+        for d in shape:
+            _checks.integer(func, f"shapes[{i}]", d, low=0, fix="Sizes are ints >= 0.")
     numel = 0
     for shape in shapes:
         rest = 1
@@ -109,6 +138,9 @@ def fsdp2_step(rank: int, world_size: int, cfg: MemoryConfig) -> FSDPRun:
     MASTER_ADDR, MASTER_PORT), shards every block and then the root with `fully_shard` (BF16
     compute, FP32 gradient reduction), takes one AdamW step and reads its local shards.
     """
+    _check_memory_config(cfg, "fsdp2_step")
+    _checks.integer("fsdp2_step", "world_size", world_size)
+    _ranks("fsdp2_step", world_size, rank)
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -149,11 +181,18 @@ def measure_fsdp2(cfg: MemoryConfig, n_ranks: int = 2, timeout_s: float = 180.0)
     shards. The ranks are processes of their own (gradflow_ref._ranks).
 
     Raises:
-        TypeError: `cfg` is not a MemoryConfig.
-        ValueError: `n_ranks` below 1.
+        TypeError: `cfg` is not a MemoryConfig, `n_ranks` not an int or `timeout_s` not a number.
+        ValueError: a field of `cfg` GPT cannot build (`n_heads` not dividing `hidden`, ...),
+            `n_ranks` outside 1..MAX_RANKS, or `timeout_s` not positive and finite.
         RuntimeError: a rank raised (its traceback included) or ran past `timeout_s`.
     """
-    if not isinstance(cfg, MemoryConfig):
-        raise TypeError(f"measure_fsdp2: `cfg` must be a MemoryConfig, got {type(cfg).__name__}.")
-    _check_gpus(n_ranks, "measure_fsdp2")
+    func = "measure_fsdp2"
+    _check_memory_config(cfg, func)  # before any process starts
+    _checks.integer(func, "n_ranks", n_ranks, fix="Pass how many CPU processes to start.")
+    if n_ranks > MAX_RANKS:
+        raise ValueError(
+            f"{func}: `n_ranks` must be at most {MAX_RANKS}, got {n_ranks}; each rank is a CPU "
+            "process importing torch. Use predict_fsdp2 for larger worlds."
+        )
+    _checks.real(func, "timeout_s", timeout_s, low=0, fix="Seconds before the ranks are killed.")
     return run_ranks("gradflow_ref.sharding:fsdp2_step", n_ranks, cfg, timeout_s, "measure_fsdp2")

@@ -9,7 +9,16 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from gradflow_ref.arena import RECIPES, ArenaConfig, Recipe, make_task, race, train
+from gradflow_ref.arena import (
+    ARENA_ACTIVATIONS,
+    RECIPES,
+    ArenaConfig,
+    Recipe,
+    Run,
+    make_task,
+    race,
+    train,
+)
 
 SMALL = ArenaConfig(depth=6, steps=6, eval_every=2)
 
@@ -142,24 +151,53 @@ def test_train_accepts_a_custom_recipe():
     ],
 )
 def test_arena_config_rejects_bad_values(field, value):
-    with pytest.raises(ValueError, match=f"ArenaConfig: `{field}` must be"):
+    with pytest.raises((TypeError, ValueError), match=f"ArenaConfig: `{field}` must be"):
         ArenaConfig(**{field: value})
 
 
 def test_arena_config_rejects_a_non_number_learning_rate():
-    with pytest.raises(TypeError, match="`lr` must be a float"):
+    with pytest.raises(TypeError, match="`lr` must be a number"):
         ArenaConfig(lr="0.1")
 
 
 def test_train_rejects_an_unknown_recipe():
-    with pytest.raises(ValueError, match="train: `recipe` must be one of baseline"):
+    with pytest.raises(ValueError, match="train: `recipe` must be one of 'baseline'"):
         train(SMALL, "adamw")
-    with pytest.raises(TypeError, match="train: `recipe` must be a name"):
+    with pytest.raises(TypeError, match="train: `recipe` must be a str or Recipe"):
         train(SMALL, 3)
-    with pytest.raises(TypeError, match="train: `cfg` must be an ArenaConfig"):
+    with pytest.raises(TypeError, match="train: `cfg` must be an? ArenaConfig"):
         train({"depth": 4}, "baseline")
 
 
 def test_race_rejects_no_recipes():
     with pytest.raises(ValueError, match="race: `recipes` must name at least one recipe"):
         race(SMALL, [])
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: ArenaConfig(device=None), TypeError, "ArenaConfig: `device` must be a str"),
+        (lambda: ArenaConfig(device="tpu9"), ValueError, "ArenaConfig: `device` must name"),
+        (lambda: ArenaConfig(optimizer=None), ValueError, "ArenaConfig: `optimizer` must be one"),
+        (lambda: ArenaConfig(seed=-1), ValueError, "ArenaConfig: `seed`"),
+        (lambda: ArenaConfig(fp16="yes"), TypeError, "ArenaConfig: `fp16` must be True or False"),
+        (lambda: Recipe(clip=None), TypeError, "Recipe: `clip` must be True or False"),
+        (lambda: race(SMALL, None), TypeError, "race: `recipes` must be a list or tuple"),
+        (lambda: race(SMALL, "clip"), TypeError, "race: `recipes` must be a list or tuple"),
+        (lambda: race(SMALL, ["clip", "nope"]), ValueError, "race: `recipes` must be one of"),
+        (lambda: race(SMALL, ["clip", "clip"]), ValueError, "race: `recipes` names a recipe twice"),
+        (lambda: race(SMALL, [3]), ValueError, "race: `recipes` must be one of"),
+        (lambda: Run(None, Recipe(), SMALL, torch.float32), TypeError, "Run: `name`"),
+        (lambda: Run("x", Recipe(), SMALL, "float32"), TypeError, "Run: `dtype`"),
+    ],
+)
+def test_arena_rejects_bad_input(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_arena_activations_are_flow_activations():
+    from gradflow_ref.flow import ACTIVATIONS
+
+    assert set(ARENA_ACTIVATIONS) <= set(ACTIVATIONS)

@@ -70,12 +70,12 @@ def test_build_mlp_is_deterministic_for_a_seed():
     [
         ("depth", 0, "`depth` must be an integer >= 1"),
         ("width", -2, "`width` must be an integer >= 1"),
-        ("activation", "gelu", "`activation` must be one of sigmoid, tanh, relu, identity"),
-        ("init", "kaiming", "`init` must be one of unit, xavier, he, orthogonal"),
+        ("activation", "gelu", "`activation` must be one of 'sigmoid', 'tanh', 'relu', 'identity'"),
+        ("init", "kaiming", "`init` must be one of 'unit', 'xavier', 'he', 'orthogonal'"),
         ("scale", float("inf"), "`scale` must be positive and finite"),
     ],
 )
-def test_build_mlp_rejects_bad_config(field, value, message):
+def test_mlp_config_rejects_bad_fields(field, value, message):
     with pytest.raises(ValueError, match=message):
         build_mlp(MLPConfig(**{field: value}))
 
@@ -83,3 +83,30 @@ def test_build_mlp_rejects_bad_config(field, value, message):
 def test_gradient_norms_rejects_a_model_without_linear_layers():
     with pytest.raises(ValueError, match="at least one nn.Linear"):
         gradient_norms(nn.Sequential(nn.ReLU()), torch.randn(2, 3))
+
+
+def _net():
+    return build_mlp(MLPConfig(3, 4))
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: MLPConfig(depth=-1), ValueError, "MLPConfig: `depth`"),
+        (lambda: MLPConfig(activation=None), ValueError, "MLPConfig: `activation` must be one"),
+        (lambda: MLPConfig(scale=float("inf")), ValueError, "MLPConfig: `scale`"),
+        (lambda: build_mlp(None), TypeError, "build_mlp: `cfg`"),
+        (lambda: build_mlp(MLPConfig(2, 4), dtype=torch.int64), ValueError, "`dtype` must be a"),
+        (lambda: build_mlp(MLPConfig(2, 4), dtype="float32"), TypeError, "build_mlp: `dtype`"),
+        (lambda: build_mlp(MLPConfig(2, 4), device="nodevice"), ValueError, "`device` must name"),
+        (lambda: gradient_norms(_net(), None), TypeError, "gradient_norms: `x`"),
+        (lambda: gradient_norms(_net(), torch.ones(2, 4).double()), ValueError, "torch.float32"),
+        (lambda: gradient_norms(_net(), torch.ones(2, 4), loss="sum"), TypeError, "`loss` must"),
+        (lambda: gradient_norms(_net(), torch.ones(4)), ValueError, "`x` must have 2 dimensions"),
+        (lambda: layer_factors(_net(), torch.ones(4)), ValueError, "`x` must have 2 dimensions"),
+        (lambda: layer_factors(_net(), torch.ones(2, 2, 4)), ValueError, "`x` must have 2"),
+    ],
+)
+def test_flow_rejects_bad_input(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

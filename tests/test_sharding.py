@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 
 import pytest
@@ -11,6 +12,7 @@ from gradflow_ref.memory import GPT, MemoryConfig, training_memory
 from gradflow_ref.sharding import (
     FSDPRun,
     chunk_rows,
+    fsdp2_step,
     measure_fsdp2,
     predict_fsdp2,
     sharded_memory,
@@ -18,6 +20,13 @@ from gradflow_ref.sharding import (
 
 SEVEN_B = MemoryConfig(n_layers=32, hidden=4096, n_heads=32, n_params=7_000_000_000)
 SMALL = MemoryConfig(n_layers=2, hidden=64, n_heads=4, seq_len=16, vocab=101)
+TINY = MemoryConfig(n_layers=1, hidden=8, n_heads=2, seq_len=4, vocab=11)
+
+
+def _odd_heads():
+    return MemoryConfig(n_layers=1, hidden=10, n_heads=3, seq_len=4, vocab=11)
+
+
 # FSDP2 with a BF16 MixedPrecisionPolicy keeps FP32 parameters (they are the master weights)
 # and FP32 gradients; BF16 copies exist only while a layer runs
 FSDP_LAYOUT = dict(param_dtype=torch.float32, master_dtype=None, grad_dtype=torch.float32)
@@ -68,12 +77,28 @@ def test_predict_fsdp2_splits_rows_like_torch_chunk():
     ("call", "error", "message"),
     [
         (lambda: sharded_memory(None, 8, 3), TypeError, "`cfg` must be a MemoryConfig"),
-        (lambda: sharded_memory(SEVEN_B, 0, 3), ValueError, "`n_gpus` must be a positive"),
-        (lambda: sharded_memory(SEVEN_B, 2.5, 3), ValueError, "`n_gpus` must be a positive"),
-        (lambda: sharded_memory(SEVEN_B, 8, 4), ValueError, "`stage` must be 0, 1, 2 or 3"),
-        (lambda: sharded_memory(SEVEN_B, 8, True), ValueError, "`stage` must be 0, 1, 2 or 3"),
+        (lambda: sharded_memory(SEVEN_B, 0, 3), ValueError, "`n_gpus` must be an integer >= 1"),
+        (lambda: sharded_memory(SEVEN_B, 2.5, 3), TypeError, "`n_gpus` must be an int"),
+        (lambda: sharded_memory(SEVEN_B, 8, 4), ValueError, "`stage` must be one of 0, 1, 2, 3"),
+        (lambda: sharded_memory(SEVEN_B, 8, True), ValueError, "`stage` must be one of 0, 1, 2"),
         (lambda: predict_fsdp2([(4,)], 2, 2), ValueError, "`rank` must be in 0..1"),
         (lambda: measure_fsdp2("small"), TypeError, "`cfg` must be a MemoryConfig"),
+        (lambda: predict_fsdp2([(4, -4)], 2, 0), ValueError, r"predict_fsdp2: `shapes\[0\]`"),
+        (lambda: predict_fsdp2([(4, 4)], 0, 0), ValueError, "predict_fsdp2: `n_ranks`"),
+        (lambda: predict_fsdp2([()], 2, 0), ValueError, "at least one dimension"),
+        (lambda: predict_fsdp2([(4.5, 2)], 2, 0), TypeError, r"`shapes\[0\]` must be an int"),
+        (lambda: predict_fsdp2(None, 2, 0), TypeError, "predict_fsdp2: `shapes`"),
+        (lambda: chunk_rows(-5, 2, 0), ValueError, "chunk_rows: `rows`"),
+        (lambda: chunk_rows(5, 0, 0), ValueError, "chunk_rows: `n_ranks`"),
+        (lambda: chunk_rows(5, 2, 7), ValueError, "chunk_rows: `rank` must be in 0..1"),
+        (lambda: measure_fsdp2(_odd_heads()), ValueError, "`hidden` .10. must be divisible"),
+        (lambda: measure_fsdp2(TINY, 10**6), ValueError, "measure_fsdp2: `n_ranks` must be at"),
+        (lambda: measure_fsdp2(TINY, 2, math.inf), ValueError, "measure_fsdp2: `timeout_s`"),
+        (lambda: measure_fsdp2(TINY, 2, "x"), TypeError, "measure_fsdp2: `timeout_s`"),
+        (lambda: fsdp2_step(-1, 2, TINY), ValueError, "fsdp2_step: `rank`"),
+        (lambda: fsdp2_step(0, 0, TINY), ValueError, "fsdp2_step: `world_size`"),
+        (lambda: FSDPRun(-32, 0, 0), ValueError, "FSDPRun: `parameters`"),
+        (lambda: FSDPRun(None, 0, 0), TypeError, "FSDPRun: `parameters`"),
     ],
 )
 def test_sharding_rejects_bad_input(call, error, message):
