@@ -79,9 +79,10 @@ _command = ""  # the mkdocs command running: "build", "serve" or "gh-deploy"
 _dirty = False  # --dirty: only changed pages are rendered
 
 # Garbage collection: the pages' sessions keep many small torch and matplotlib objects alive,
-# and Python's default thresholds ran about 3,000 collections (3 s) over them in a clean build,
-# then a last full collection of 2 s at exit. Collections become rarer for the whole build, and
-# after a one-off `mkdocs build` everything left is frozen, so the exit does not walk it.
+# none of them garbage: Python's default thresholds would walk them again and again through a
+# build, and once more in a last full collection at exit. Collections become rarer for the whole
+# build, and after a one-off `mkdocs build` everything left is frozen, so the exit does not walk
+# it.
 GC_THRESHOLD = (50_000, 20, 100)
 
 
@@ -339,8 +340,8 @@ def _rewrite_md_links(html: str, page, files) -> str:
 def on_page_context(context, page, **kwargs):
     """Keep the executed labs out of the search index.
 
-    They repeat the chapters' code, so search would list every hit twice, and they were 60% of
-    the index that every page downloads.
+    They repeat the chapters' code, so search would list every hit twice, and they would make
+    up much of the index that every page downloads.
     """
     if page.file.src_uri.startswith("labs/"):
         page.meta.setdefault("search", {})["exclude"] = True
@@ -440,7 +441,7 @@ def _asset_refs(text: str) -> list[str]:
     """Return local-asset candidates: script src, stylesheet href, img/source/media src.
 
     A regular expression over the tags, not an HTML parser: the check runs after every serve
-    rebuild, and parsing every page took a second.
+    rebuild, which parsing every page would hold up.
     """
     refs = []
     for tag, attrs in _ASSET_TAG.findall(text):

@@ -1,6 +1,6 @@
 """Slim the executed lab pages that mkdocs-jupyter renders (labs/run/*): keep only the CSS they use.
 
-mkdocs-jupyter inlines all of JupyterLab's CSS (about 590 KiB) into every notebook page, plus
+mkdocs-jupyter inlines all of JupyterLab's CSS into every notebook page, plus
 a MathJax loader with an empty URL and a mermaid loader. `slim(html)` keeps, of each inlined
 stylesheet, only the rules whose class names all occur on the page and the custom properties
 those rules read; it drops a stylesheet the plugin writes as a Python list by mistake, the
@@ -226,9 +226,7 @@ def size_images(html: str) -> str:
     nbconvert writes `<img src="data:image/png;base64,...">` without a size, so the browser
     lays the page out before it knows the image's height and moves everything below it once
     it does (a layout shift). With the size stated, the space is reserved from the start, and
-    the image is decoded lazily, off the path of the page's first paints (the arena lab's
-    largest paint, its intro paragraph, came 1.86 s in with the figure decoded eagerly, 1.50 s
-    without).
+    the image is decoded lazily, off the path of the page's first paints.
     """
     import base64
     import struct
@@ -251,8 +249,8 @@ def compress_images(html: str, colors: int = 256) -> str:
     """Re-encode each opaque inline PNG of an executed lab with a palette of `colors` colours.
 
     A matplotlib line plot holds a few thousand colours, nearly all of them antialiasing
-    shades; a 256-colour palette (no dithering) draws the same plot at about a third of the
-    bytes (the arena lab's figure: 77 to 26 KB). Images with transparency, or that would not
+    shades; a 256-colour palette (no dithering) draws the same plot in far fewer bytes.
+    Images with transparency, or that would not
     get smaller, are left as they are.
     """
     import base64
@@ -284,7 +282,7 @@ def external_images(html: str, lab: str) -> tuple[str, dict[str, bytes]]:
     """Move each inline PNG of an executed lab into a file of its own beside the page.
 
     An inline image is bytes of the HTML itself, so the page's first paint waits for them even
-    though the image is lazy and below the fold (the arena lab: 35 KB of its 140 KB). As a file
+    though the image is lazy and below the fold. As a file
     (`<lab>-figure-<n>.png`), the browser fetches it only when it comes near the screen.
 
     Returns:

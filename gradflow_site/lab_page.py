@@ -58,8 +58,8 @@ def setup_file(name: str) -> str:
 def fold_setup(page_html: str, name: str) -> tuple[str, str]:
     """Fold the lab's setup cell (cell 1: the embedded gradflow_ref sources) into <details>.
 
-    The cell's code, the source of every gradflow_ref module the lab uses, was three-quarters
-    of a lab page's bytes (58 of 77 KiB compressed) and made the labs the slowest pages to
+    The cell's code, the source of every gradflow_ref module the lab uses, was most of a lab
+    page's bytes and made the labs the slowest pages to
     paint. The page keeps a summary and links to the code as text (`setup_file(name)`, which
     the caller writes beside the page) and to the notebook that holds it.
 

@@ -10,8 +10,8 @@ shell (the one a Jupyter kernel wraps), cell after cell, with `%matplotlib inlin
 prints, shows and returns become its outputs, in order, as a kernel reports them (the executed
 copies are byte-identical to `nbconvert --execute`'s). The process is a fork of the build (`start`
 is called before the build has a second thread): torch, matplotlib and the rest are already
-imported there, so a lab costs its own cells and nothing else (with a kernel and its imports the
-arena lab took 6.9 CPU-s, forked 3.4). The lab reads matplotlib's settings afresh and its setup
+imported there, so a lab costs its own cells and nothing else, not a kernel's start and its
+imports. The lab reads matplotlib's settings afresh and its setup
 cell writes and imports its own copy of the gradflow_ref modules it uses, as in a kernel. Where a
 fork is not safe (another thread runs, or not Linux) the same code runs in a fresh interpreter:
 `python -m gradflow_site.lab_runs NOTEBOOK OUT LOG`.
@@ -105,8 +105,8 @@ def _child(notebook: Path, produced: Path, log: Path) -> None:
     try:
         atexit._clear()  # the build's handlers (kill the labs, remove folders) are not ours
         # what the build holds (hundreds of thousands of objects, none of them garbage) is
-        # frozen out of this process's garbage collections: they walked it all, about 0.4 s
-        # in each fork of a clean build
+        # frozen out of this process's garbage collections, which would otherwise walk it all
+        # again in each fork
         gc.freeze()
         os.nice(10)  # the chapters first: the build waits for a lab only at its page, at the end
         signal.signal(signal.SIGTERM, signal.SIG_DFL)

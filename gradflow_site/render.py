@@ -46,8 +46,8 @@ def plain_log_ticks(ax) -> None:
     """Label the log-scaled axes of `ax` in plain text and drop their minor ticks.
 
     Matplotlib's default log labels are mathtext ($10^{3}$) and every decade gets eight minor
-    ticks; typesetting those for the page's figure and again for its phone variant took about
-    0.3 s of each figure's 0.4 s. Plain labels (superscript digits) read the same.
+    ticks; typesetting those, for the page's figure and again for its phone variant, is most of
+    the figure's rendering time. Plain labels (superscript digits) read the same.
     """
     from matplotlib.ticker import FuncFormatter, NullLocator
 
@@ -114,8 +114,8 @@ def _plain_math(label: str) -> str:
 
 def _plain_log_labels(fig) -> None:
     """Give every log axis that labels its ticks in mathtext (matplotlib's default) the same
-    labels as plain text. Typesetting mathtext took about half of a log-scaled figure's
-    rendering time; the ticks, and which of them are labelled, stay as matplotlib chose."""
+    labels as plain text, which is much faster to draw than mathtext; the ticks, and which of
+    them are labelled, stay as matplotlib chose."""
     from matplotlib.ticker import LogFormatterSciNotation
 
     class PlainLogFormatter(LogFormatterSciNotation):
@@ -157,7 +157,7 @@ def _tight_svg(fig, one_draw: bool) -> str:
     savefig's "tight" draws the figure twice: once to measure it, once to write it. Here the
     figure is written uncropped, a last artist (_tight_box) measures the same bounding box at
     the end of that one draw, and the SVG's size and viewBox crop to it, padded by
-    savefig.pad_inches: the same picture in about 70% of the time. Text that wraps
+    savefig.pad_inches: the same picture, drawn once. Text that wraps
     (the phone renderings' titles) is laid out against the cropped figure savefig draws, so
     such a figure takes savefig's two draws (`one_draw` False).
     """

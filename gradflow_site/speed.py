@@ -8,16 +8,15 @@ a11y.js and the widget loader subscribe to it. Inline scripts are left as they a
 
 Material mounts every code block when a page loads: it inserts the copy button, then reads the
 block's size, so each block costs a forced style and layout pass and undoes the
-`content-visibility` that lets the browser skip blocks off screen (Lighthouse at a 9x CPU
-slowdown, precision page: blocking time 290-510 ms with it, 125-230 ms without). mkdocs.yml
-therefore turns on Material's `content.lazy` (a block mounts when it scrolls into view) and
-turns off `content.code.copy`; `code_blocks(html)` writes each block's copy button into the
-HTML instead, with Material's markup, so every button is there from the start (keyboard users
-reach it without scrolling first) and Material's own clipboard integration copies the code; it
-also states each block's height, which the browser assumes while it skips the block.
-docs/assets/a11y.js makes blocks that scroll sideways focusable before they mount. Both
-functions are called from gradflow_site/hooks.py (on_post_page); measured with
-`make lighthouse`.
+`content-visibility` that lets the browser skip blocks off screen, which Lighthouse counts
+as blocking time on a slow phone. mkdocs.yml therefore turns on Material's `content.lazy` (a
+block mounts when it scrolls into view) and turns off `content.code.copy`; `code_blocks(html)`
+writes each block's copy button into the HTML instead, with Material's markup, so every button
+is there from the start (keyboard users reach it without scrolling first) and Material's own
+clipboard integration copies the code; it also states each block's height, which the browser
+assumes while it skips the block. docs/assets/a11y.js makes blocks that scroll sideways
+focusable before they mount. Both functions are called from gradflow_site/hooks.py
+(on_post_page); `make lighthouse` measures what they change.
 """
 
 from __future__ import annotations
@@ -44,7 +43,7 @@ _CODE = re.compile(
 )
 # a code block's rendered height in the em of its div (Material: code at 0.85em with line-height
 # 1.4, padding 0.77em top and bottom; the pre's 1em margins stay inside, as content-visibility
-# contains layout): 19.04 px a line and 53 px more at 16 px, measured in chromium
+# contains layout), as chromium lays it out
 _LINE_EM, _FRAME_EM = 1.19, 3.31
 
 
@@ -87,8 +86,7 @@ def early_palette(html: str, palettes: list[dict]) -> str:
 
     A first visit with no palette stored has Material's bundle pick the palette whose `media`
     matches, after the page has loaded, and set it on <body>: a dark-preferring reader saw the
-    page light, then restyled dark (the arena chapter: Material's first task after load took
-    234 ms at Lighthouse's 4x slowdown, 186 ms with this, one run each). This script, after
+    page light, then restyled dark, in a long first task after load. This script, after
     Material's own, sets the same attributes first, so the page is dark from its first paint. A
     palette the reader chose (stored) is Material's to apply, as before.
 
@@ -105,9 +103,6 @@ def early_palette(html: str, palettes: list[dict]) -> str:
       restyled every element. The first such meta in the document decides, so ours does, with
       the same value. When the reader switches palettes, ours is removed and Material's, which
       follows the switch, decides from then on.
-    Measured at a 412 px phone viewport, 8 loads each, before and after in turn: the bundle's
-    task went from 64-70 to 53-58 ms on the arena chapter (both schemes) and from 61 to 46 ms
-    on the home page (dark); main-thread work from the bundle's task on fell by 10-20 ms.
 
     Args:
         html: a built page.

@@ -173,11 +173,9 @@ def test_suite() -> tuple[float, str, dict[str, float]]:
 def host_speed(seconds: float = 2.0) -> int:
     """Training steps a second on one thread, for a tiny model (16x16 matmul, tanh, backward).
 
-    The machines this runs on are shared, and their speed drifts from hour to hour: on
-    2026-11-26 the 2-core reference machine ran 10,200 to 20,900 of these steps a second and
-    the whole test suite took 133 to 183 s, where a day earlier it had taken 112 to 142 s. The
-    bench prints this figure before and after its timings: how fast the machine itself was
-    while they ran.
+    The machines this runs on are shared, and their speed drifts from hour to hour and from
+    day to day, and the suite's time with it. The bench prints this figure before and after
+    its timings: how fast the machine itself was while they ran.
     """
     import torch
 

@@ -6,8 +6,8 @@ a browser, else the first of google-chrome, chromium and chromium-browser on PAT
 snap wrappers (Ubuntu's apt `chromium-browser` only starts the snap, which headless CI cannot
 use). `find_chrome(shell=True)`, what the browser tests take (TEST_BROWSER), looks for
 Chromium's headless shell on PATH before those: the same Blink and V8 without the browser's
-own layers, which Playwright itself runs for headless tests by default, and which ran this
-project's browser tests in 125 CPU-s instead of 153 on 2 cores (Debian: `apt-get install
+own layers, which Playwright itself runs for headless tests by default, and which runs this
+project's browser tests in less CPU time (Debian: `apt-get install
 chromium-headless-shell`). Lighthouse and the screenshots take a full browser, as readers have.
 Playwright drives whichever is found (its own browser download does not work on the build
 machines). `python3 -m tools.browser [--shell]` prints the path, or exits 1 when there is none:

@@ -9,8 +9,7 @@ it to results/lighthouse-mobile.json and each kept report to build/lighthouse/.
 
 The mobile profile's simulated throttling multiplies the CPU time it measures on this machine
 by 4, a factor Lighthouse sets for a host with a benchmark index near 1500: a faster host scores
-better, a slower one worse (the same pages scored 72-98 here on a host indexed 640-1600 and
-98-100 on one indexed 2500-3200). `--cpu-slowdown calibrated` measures the host's index first
+better, a slower one worse. `--cpu-slowdown calibrated` measures the host's index first
 and uses the factor Lighthouse's CPU-throttling calculator gives for it, so the score stands for
 the same reference phone on any host (results/lighthouse-mobile-calibrated.json). A benchmark,
 not a test: run it on a quiet machine. Exits 1 when a page's kept run scores below --min (95)
