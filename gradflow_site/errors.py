@@ -2,44 +2,36 @@
 
 markdown-exec reports a failing block with the whole block and a traceback through the build
 tool, and every later block of the same page then fails with a NameError of its own. Instead,
-hooks.py registers each page's executed blocks here (`register_page`), exec_cache.py asks
+each chapter's executed blocks are registered here (`register_page`), exec_cache.py asks
 `explain` for one short message when a block raises, and later blocks of that session are not
-run: one error, where it is, once.
+run: one error, where it is, once. `LogFilter` shows that message, and names the page in
+markdown-exec's own; `check_includes` names a broken snippet include before it can stop the
+build.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import traceback
-from pathlib import Path
 
-__all__ = ["MARKER", "check_includes", "explain", "register_page"]
+from gradflow_site.fences import INCLUDE, ROOT, fences, section
 
-ROOT = Path(__file__).resolve().parents[1]
-MARKER = "@@gf-error@@"  # hooks.py's log filter shows only what follows it
-_INCLUDE = re.compile(r'^\s*--8<--\s+"(?P<file>[^":]+)(?::(?P<section>[\w\-]+))?"\s*$')
+__all__ = [
+    "MARKER",
+    "LogFilter",
+    "check_includes",
+    "explain",
+    "install_log_filter",
+    "register_page",
+    "set_page",
+]
+
+MARKER = "@@gf-error@@"  # LogFilter shows only what follows it
 
 # code of each executed block -> where each of its lines comes from ("file", line)
 _origins: dict[str, list[tuple[str, int]]] = {}
-
-
-def _section(path: str, name: str | None) -> list[tuple[str, int]]:
-    """Return (text, line in file) of a snippet file or one of its sections."""
-    try:
-        lines = (ROOT / path).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return []
-    if name is None:
-        return [(t, n) for n, t in enumerate(lines, 1) if not t.lstrip().startswith("# --8<--")]
-    out, inside = [], False
-    for n, text in enumerate(lines, 1):
-        if re.match(rf"^\s*# --8<-- \[start:{re.escape(name)}\]", text):
-            inside = True
-        elif re.match(rf"^\s*# --8<-- \[end:{re.escape(name)}\]", text):
-            break
-        elif inside:
-            out.append((text, n))
-    return out
+_current: dict[str, str | None] = {"page": None}  # the page being rendered, for LogFilter
 
 
 def register_page(markdown: str, path: str, offset: int = 0) -> None:
@@ -50,17 +42,15 @@ def register_page(markdown: str, path: str, offset: int = 0) -> None:
         path: the page as "docs/<file>.md".
         offset: lines of front matter above the body.
     """
-    from gradflow_site.inline import _fences
-
     lines = markdown.split("\n")
-    for fence in _fences(lines):
+    for fence in fences(lines):
         if not fence.executed:
             continue
         code, origins = [], []
         for i in range(fence.start + 1, fence.end):
             text = lines[i][len(fence.indent) :]
-            inc = _INCLUDE.match(text)
-            found = _section(inc.group("file"), inc.group("section")) if inc else None
+            inc = INCLUDE.match(text)
+            found = section(inc.group("file"), inc.group("section")) if inc else None
             if inc:
                 code += [t for t, _ in found]
                 origins += [(inc.group("file"), n) for _, n in found]
@@ -117,14 +107,14 @@ def check_includes(markdown: str, path: str, offset: int = 0) -> tuple[str, list
     lines = markdown.split("\n")
     problems = []
     for n, text in enumerate(lines):
-        m = _INCLUDE.match(text)
+        m = INCLUDE.match(text)
         if not m:
             continue
         file, name = m.group("file"), m.group("section")
         where = f"{path}:{n + 1 + offset}"
         if not (ROOT / file).is_file():
             problems.append(f"{where}: includes {file}, which does not exist.")
-        elif name is not None and not _section(file, name):
+        elif name is not None and not section(file, name):
             found = re.findall(
                 r"^\s*# --8<-- \[start:([\w\-]+)\]", (ROOT / file).read_text(encoding="utf-8"), re.M
             )
@@ -136,3 +126,38 @@ def check_includes(markdown: str, path: str, offset: int = 0) -> tuple[str, list
             continue
         lines[n] = text[: len(text) - len(text.lstrip())] + f"# missing include: {file}"
     return "\n".join(lines), problems
+
+
+def set_page(uri: str | None) -> None:
+    """Name the page (its path under docs/) being rendered from now on; None between pages."""
+    _current["page"] = uri
+
+
+class LogFilter(logging.Filter):
+    """Make the build's log speak to a contributor.
+
+    A block's error comes as `explain` wrote it: what follows MARKER, without markdown-exec's
+    copy of the block. markdown-exec's other execution errors are prefixed with the page being
+    rendered (`set_page`). MkDocs' notice of a dirty build is information, not a warning:
+    `make serve` rebuilds dirty on purpose, and a strict serve must not stop on it.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = str(record.msg)
+        if MARKER in msg:
+            record.msg = msg[msg.index(MARKER) + len(MARKER) :].split("\n```")[0].strip()
+            return True
+        page = _current["page"]
+        if page and "Execution of" in msg[:60] and "docs/" not in msg[:80]:
+            record.msg = f"docs/{page}: {msg}"
+        if msg.startswith("A 'dirty' build is being performed"):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+def install_log_filter(logger: logging.Logger) -> None:
+    """Add a LogFilter to each handler of `logger` that has none yet."""
+    for handler in logger.handlers:
+        # by name: a LogFilter from an earlier import of this module counts too
+        if not any(type(f).__name__ == "LogFilter" for f in handler.filters):
+            handler.addFilter(LogFilter())

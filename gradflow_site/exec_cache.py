@@ -31,6 +31,7 @@ __all__ = [
     "forked",
     "hand_over",
     "install",
+    "newest_code",
     "record",
     "recorded",
     "shown_blocks",
@@ -89,6 +90,18 @@ def _fingerprint(root: Path) -> str:
         if path.exists():
             h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
+
+
+def newest_code(root: Path) -> float:
+    """Return when the newest file that a page's blocks may run was changed (its mtime).
+
+    mkdocs.yml and the Python of snippets/, gradflow_ref/ and gradflow_site/: a page built
+    before that may show what older code computed.
+    """
+    watched = [root / "mkdocs.yml"]
+    for folder in ("snippets", "gradflow_ref", "gradflow_site"):
+        watched += (root / folder).rglob("*.py")
+    return max(p.stat().st_mtime for p in watched if p.exists())
 
 
 def _seed() -> None:

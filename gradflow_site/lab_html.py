@@ -9,7 +9,7 @@ no mermaid diagram, and merges runs of string-token spans in the highlighted cod
 elements to lay out, same colours). `describe_images(html, lab)` replaces nbconvert's
 placeholder text alternative ("No description has been provided for this image") of each
 output image with the description of the figure its section draws (gradflow_site.render's
-FIGURE_ALT). Called from gradflow_site/hooks.py (on_page_content) for notebook pages.
+FIGURE_ALT). gradflow_site/lab_page.py applies these to every executed lab page.
 """
 
 from __future__ import annotations

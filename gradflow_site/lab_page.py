@@ -1,16 +1,20 @@
 """The executed lab pages: a download and an "Open in Colab" link, and the setup cell folded.
 
-hooks.py applies both to every rendered lab (labs/run/<name>.ipynb). The Colab link opens the
-committed copy of the notebook (notebooks/<name>.ipynb, kept equal to the generated one by
-tests/test_notebooks.py) in the repository that mkdocs.yml's `extra.repository` names.
+`finish` makes a rendered lab (labs/run/<name>.ipynb) a page of the site: it applies both, and
+the slimming of gradflow_site/lab_html.py. The Colab link opens the committed copy of the
+notebook (notebooks/<name>.ipynb, kept equal to the generated one by tests/test_notebooks.py)
+in the repository that mkdocs.yml's `extra.repository` names.
 """
 
 from __future__ import annotations
 
 import html
 import re
+from pathlib import PurePosixPath
 
-__all__ = ["colab_url", "add_links", "fold_setup", "setup_file"]
+from gradflow_site import lab_html
+
+__all__ = ["colab_url", "add_links", "finish", "fold_setup", "setup_file"]
 
 _H1_END = re.compile(r"(<h1\b[^>]*>.*?</h1>)", re.S)
 _DIV = re.compile(r"<div\b|</div>")
@@ -95,3 +99,33 @@ def fold_setup(page_html: str, name: str) -> tuple[str, str]:
         f"{body}</details>{page_html[end:]}",
         code,
     )
+
+
+def finish(page_html: str, path: str, repository: str) -> tuple[str, dict[str, bytes], list[str]]:
+    """Return a lab's page as the site serves it, the files to write beside it, and problems.
+
+    Args:
+        page_html: the lab as mkdocs-jupyter rendered it.
+        path: the lab as "docs/labs/run/<name>.ipynb".
+        repository: mkdocs.yml's `extra.repository`, for the Colab link.
+
+    Returns:
+        (page HTML, {file name: bytes} beside the page: the setup code as text and the output
+        images, problems: each output image that has no description).
+    """
+    name = PurePosixPath(path).stem
+    page_html = lab_html.slim(page_html)  # drop the unused JupyterLab CSS mkdocs-jupyter inlines
+    page_html, setup_code = fold_setup(page_html, name)
+    page_html = add_links(page_html, name, repository)
+    page_html = lab_html.compress_images(page_html)  # fewer bytes, the same plot
+    page_html = lab_html.size_images(page_html)  # no layout shift when an output image decodes
+    page_html, beside = lab_html.external_images(page_html, name)  # fetched when near the screen
+    if setup_code:
+        beside[setup_file(name)] = setup_code.encode("utf-8")
+    page_html, undescribed = lab_html.describe_images(page_html, name)
+    problems = [
+        f"{path}: the image that section '{key}' draws has no text alternative. Add a "
+        "description under that key to FIGURE_ALT in gradflow_site/render.py."
+        for key in undescribed
+    ]
+    return page_html, beside, problems

@@ -14,6 +14,7 @@ import ast
 import json
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -22,7 +23,16 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 _SECTION = re.compile(r"^# --8<-- \[(start|end):([A-Za-z0-9_\-]+)\]\s*$")
 
-__all__ = ["sections", "modules_needed", "library_files", "notebook", "write_all", "chapters"]
+__all__ = [
+    "sections",
+    "modules_needed",
+    "library_files",
+    "notebook",
+    "write_all",
+    "write_site",
+    "chapters",
+    "nav_targets",
+]
 
 
 def sections(snippet: Path) -> list[tuple[str, str]]:
@@ -201,6 +211,40 @@ def write_all(out_dir: Path, titles: dict[str, str]) -> list[Path]:
             tmp.replace(path)
         paths.append(path)
     return paths
+
+
+def nav_targets(nav: list | None) -> list[str]:
+    """Return every file the nav lists, in nav order."""
+    out = []
+    for entry in nav or []:
+        for target in entry.values() if isinstance(entry, dict) else [entry]:
+            out += nav_targets(target) if isinstance(target, list) else [target]
+    return out
+
+
+def write_site(out: Path, titles: dict[str, str], nav: list | None) -> tuple[list[str], list[str]]:
+    """Write the labs a site serves under `out`; return their paths there (downloads, executed).
+
+    labs/<name>.ipynb is every chapter's lab in `titles`, for download; labs/run/<name>.ipynb
+    is a copy of each lab the nav lists there, to be executed and rendered as a page (written
+    only when its lab changed).
+    """
+    written = write_all(out / "labs", titles)
+    executed = [t for t in nav_targets(nav) if t.startswith("labs/run/")]
+    (out / "labs" / "run").mkdir(exist_ok=True)
+    for target in executed:
+        source = out / "labs" / Path(target).name
+        if source in written and (
+            not (out / target).exists() or (out / target).read_bytes() != source.read_bytes()
+        ):
+            tmp = out / f"{target}.{os.getpid()}.tmp"
+            shutil.copyfile(source, tmp)
+            tmp.replace(out / target)
+    downloads = [f"labs/{name}.ipynb" for name in sorted(titles)]
+    return (
+        [uri for uri in downloads if (out / uri).exists()],
+        [uri for uri in executed if (out / uri).exists()],
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

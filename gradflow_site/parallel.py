@@ -1,13 +1,14 @@
 """Render the chapters in two processes: the build and a fork of it, meeting in the middle.
 
 Most of a clean build is the chapters' code blocks, run one page after the other. `start` forks
-the build once its imports are done (hooks.on_files, before any thread starts). The build takes
-the chapters from the first one forwards and the fork from the last one backwards; a page goes
-to whichever process claims it first (an exclusive file per page), so neither waits on a
-guess of how long a page takes. For each page it renders, the fork hands over what every block
-printed, keyed as gradflow_site/exec_cache.py keys it (the block and the blocks before it in its
-session); the build takes that output when it reaches the page (`take`) and writes the HTML
-it would have computed itself. Every session starts from the same seeds in either process.
+the build once its imports are done (when the build knows its files, before any thread
+starts). The build takes the chapters from the first one forwards and the fork from the last
+one backwards; a page goes to whichever process claims it first (an exclusive file per page),
+so neither waits on a guess of how long a page takes. For each page it renders, the fork hands
+over what every block printed, keyed as gradflow_site/exec_cache.py keys it (the block and the
+blocks before it in its session); the build takes that output when it reaches the page
+(`take`) and writes the HTML it would have computed itself. Every session starts from the
+same seeds in either process.
 
 A block that raises in the fork is not handed over: the build runs it again and reports it as
 always. If the fork dies, the build renders its pages. Only `mkdocs build` forks (`mkdocs serve`
@@ -28,6 +29,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["can_fork", "enabled", "finish", "preload", "start", "take"]
@@ -70,10 +72,12 @@ def _claim(uri: str) -> bool:
     return True
 
 
-def start(pages: list, files, config) -> None:
-    """Fork a process that renders `pages` (chapter File objects, in build order) from the last.
+def start(pages: list[str], render: Callable[[str], object]) -> None:
+    """Fork a process that renders `pages` (in build order) from the last one back.
 
-    `files` is the build's Files collection (links resolve against it).
+    Args:
+        pages: the pages' paths under docs/, as `take` is asked for them.
+        render: renders one page through the build's own steps, so that its blocks run.
 
     Does nothing where the process cannot fork safely (`can_fork`): the build renders them all.
     """
@@ -87,17 +91,14 @@ def start(pages: list, files, config) -> None:
         code = 1
         try:
             gc.freeze()  # see lab_runs._child
-            _render_from_the_end(pages, files, config)
+            _render_from_the_end(pages, render)
             code = 0
         finally:
             os._exit(code)
     _state["pid"] = pid
 
 
-def _render_from_the_end(pages: list, files, config) -> None:
-    from mkdocs.commands.build import _populate_page
-    from mkdocs.structure.pages import Page
-
+def _render_from_the_end(pages: list[str], render: Callable[[str], object]) -> None:
     from gradflow_site import exec_cache
 
     # quiet: the build reports every problem itself when it runs a block the fork could not
@@ -106,18 +107,18 @@ def _render_from_the_end(pages: list, files, config) -> None:
     os.dup2(null, 1)
     os.dup2(null, 2)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    for file in reversed(pages):
-        if not _claim(file.src_uri):
+    for uri in reversed(pages):
+        if not _claim(uri):
             return  # the build has come this far
         exec_cache.record()
         started = time.perf_counter()
         try:
-            _populate_page(Page(None, file, config), config, files)
+            render(uri)
         except Exception:  # the build runs the block again and reports it
             pass
         handed = exec_cache.recorded()
         handed["seconds"] = time.perf_counter() - started
-        out = _state["dir"] / f"{_name(file.src_uri)}.json"
+        out = _state["dir"] / f"{_name(uri)}.json"
         partial = out.with_suffix(".partial")
         partial.write_text(json.dumps(handed), encoding="utf-8")
         partial.replace(out)

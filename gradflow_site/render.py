@@ -67,7 +67,7 @@ def svg(fig, alt: str | None = None, caption: str | None = None) -> str:
         fig: a matplotlib Figure.
         alt: what the figure shows (read by screen readers). Leave it out in chapters: the
             caption paragraph written after the block (`{: .gf-caption }`) names the figure
-            (gradflow_site/inline.py).
+            (gradflow_site/captions.py).
         caption: optional visible caption under the figure (Markdown is not rendered).
 
     Raises:
@@ -76,7 +76,7 @@ def svg(fig, alt: str | None = None, caption: str | None = None) -> str:
     import matplotlib.pyplot as plt
     from matplotlib.text import Text
 
-    from gradflow_site.inline import ALT_PLACEHOLDER
+    from gradflow_site.captions import ALT_PLACEHOLDER
 
     if alt is None:
         alt = ALT_PLACEHOLDER

@@ -1,4 +1,5 @@
-"""Inline values, Markdown quizzes and captions (gradflow_site/inline.py)."""
+"""Inline values (gradflow_site/inline.py), and names rebound after the prose used them
+(gradflow_site/rebinding.py)."""
 
 from __future__ import annotations
 
@@ -147,72 +148,6 @@ def test_transform_leaves_code_blocks_alone():
     assert inline.transform(md, PAGE) == (md, [])
 
 
-def test_quiz_becomes_the_interactive_quiz():
-    md = (
-        '!!! quiz "Q"\n\n    Which?\n\n    - [ ] One\n        No.\n'
-        "    - [x] Two\n        Yes,\n        two.\n"
-    )
-    new, problems = inline.quizzes(md, PAGE)
-    assert problems == []
-    assert '!!! question "Q"' in new
-    assert '    ??? quiz "A. One"\n\n        **Not this one.** No.' in new
-    assert '    ??? quiz "B. Two"\n\n        **Correct.** Yes,\n        two.' in new
-
-
-@pytest.mark.parametrize("marks", [" ,  ", "x,x"])
-def test_quiz_needs_exactly_one_right_answer(marks):
-    a, b = marks.split(",")
-    md = f"!!! quiz\n\n    Q?\n\n    - [{a}] One\n        No.\n    - [{b}] Two\n        No.\n"
-    _, problems = inline.quizzes(md, PAGE)
-    assert problems and "exactly one marked right" in problems[0]
-
-
-def test_quiz_choice_needs_an_explanation():
-    md = "!!! quiz\n\n    Q?\n\n    - [ ] One\n    - [x] Two\n        Yes.\n"
-    _, problems = inline.quizzes(md, PAGE)
-    assert problems and "'One' has no explanation" in problems[0]
-
-
-def test_caption_moves_into_the_figure_and_names_it():
-    page = (
-        f'<figure class="gf-figure"><svg aria-label="{inline.ALT_PLACEHOLDER}"></svg></figure>'
-        '\n<p class="gf-caption"><strong>Norms.</strong> Fall &amp; rise.</p>'
-    )
-    out, problems = inline.attach_captions(page, PAGE)
-    assert problems == []
-    assert out == (
-        '<figure class="gf-figure"><svg aria-label="Norms. Fall &amp; rise."></svg>'
-        "<figcaption><strong>Norms.</strong> Fall &amp; rise.</figcaption></figure>"
-    )
-
-
-def test_caption_titles_a_widget_from_its_bold_lead():
-    t = inline.TITLE_PLACEHOLDER
-    page = (
-        f'<figure class="gf-widget" aria-label="{t}"><p class="gf-widget__title">{t}</p>'
-        f'<div><figure class="gf-figure"><svg aria-label="{inline.ALT_PLACEHOLDER}"></svg>'
-        '</figure></div></figure><p class="gf-caption"><strong>Clip it.</strong> Drag.</p>'
-    )
-    out, problems = inline.attach_captions(page, PAGE)
-    assert problems == []
-    assert 'aria-label="Clip it"' in out and '<p class="gf-widget__title">Clip it</p>' in out
-    assert out.endswith("</figure></div><figcaption>Drag.</figcaption></figure>")
-
-
-def test_figure_without_caption_is_a_problem():
-    page = f'<figure class="gf-figure"><svg aria-label="{inline.ALT_PLACEHOLDER}"></svg></figure>'
-    _, problems = inline.attach_captions(page, PAGE)
-    assert problems == [
-        "docs/x.md: a figure has no caption. Write its caption as a paragraph followed by "
-        "`{: .gf-caption }` directly after the block that prints it."
-    ]
-
-
-def test_caption_without_figure_is_a_problem():
-    _, problems = inline.attach_captions('<p>x</p><p class="gf-caption">Lost.</p>', PAGE)
-    assert problems and "has no figure or widget right above it" in problems[0]
-
-
 @pytest.mark.build
 def test_strict_build_fails_on_a_bad_inline_value(tmp_path, build_runner):
     result = tiny_build(
@@ -243,12 +178,3 @@ def test_strict_build_fails_on_a_name_rebound_after_the_prose_used_it(tmp_path, 
         "at docs/index.md:3 when the prose first used it at line 7; the block at docs/index.md:9 "
         "has rebound it since" in result.stderr
     )
-
-
-def test_caption_text_drops_tex_delimiters_from_the_accessible_name():
-    page = (
-        f'<figure class="gf-figure"><svg aria-label="{inline.ALT_PLACEHOLDER}"></svg></figure>'
-        '<p class="gf-caption">Grows as <span class="arithmatex">\\(N^2\\)</span>.</p>'
-    )
-    out, _ = inline.attach_captions(page, PAGE)
-    assert 'aria-label="Grows as N^2."' in out

@@ -27,9 +27,9 @@ def test_build_date_comes_from_the_last_commit(monkeypatch):
     """The hook hands MkDocs the commit's time, so a build tomorrow writes the same dates."""
     from mkdocs.utils import get_build_date
 
-    from gradflow_site import hooks
+    from gradflow_site import provenance
 
-    epoch = hooks._commit_epoch(ROOT)
+    epoch = provenance.commit_epoch(ROOT)
     if epoch is None:
         pytest.skip("not a git checkout")
     monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
