@@ -12,7 +12,9 @@ import pytest
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from gradflow_site.render import PHONE_INCHES, PHONE_MIN_PT, _lean_svg, _tight_svg, svg  # noqa: E402
+from gradflow_site.figure_svg import lean_svg, plain_math, power_label, tight_svg  # noqa: E402
+from gradflow_site.phone import PHONE_INCHES, PHONE_MIN_PT  # noqa: E402
+from gradflow_site.render import plain_log_ticks, svg  # noqa: E402
 from tests._site import ROOT  # noqa: E402
 
 
@@ -45,9 +47,7 @@ def test_svg_keeps_one_rendering_when_the_figure_already_reads_on_a_phone():
 
 
 def test_plain_log_ticks_label_decades_without_mathtext():
-    from gradflow_site.render import _power_label, plain_log_ticks
-
-    assert [_power_label(v) for v in (1e-6, 0.01, 1, 1000, 1e4, 2.0**7)] == [
+    assert [power_label(v) for v in (1e-6, 0.01, 1, 1000, 1e4, 2.0**7)] == [
         "10⁻⁶",
         "0.01",
         "1",
@@ -83,7 +83,7 @@ def test_one_draw_crops_the_figure_as_savefig_tight_does():
     fig.savefig(buf, format="svg", bbox_inches="tight")
     draws = []
     fig.canvas.mpl_connect("draw_event", lambda event: draws.append(event))
-    one = _tight_svg(fig, one_draw=True)
+    one = tight_svg(fig, one_draw=True)
     assert len(draws) == 1  # savefig's "tight" draws twice
     assert _box(one) == pytest.approx(_box(buf.getvalue()), abs=0.01)
     x, y = (float(v) for v in re.search(r'viewBox="([^"]+)"', one).group(1).split()[:2])
@@ -107,7 +107,7 @@ def test_lean_svg_keeps_every_drawn_element_and_drops_the_rest():
     buf = io.StringIO()
     fig.savefig(buf, format="svg")
     full = buf.getvalue()
-    lean = _lean_svg(full[full.index("<svg") :])
+    lean = lean_svg(full[full.index("<svg") :])
     ET.fromstring(lean)  # well formed: every kept <g> still has its </g>
     for tag in ("path", "use", "text", "clipPath"):
         assert lean.count(f"<{tag}") == full.count(f"<{tag}"), tag
@@ -125,10 +125,8 @@ def test_lean_svg_keeps_every_drawn_element_and_drops_the_rest():
 
 
 def test_log_axes_keep_matplotlibs_labels_as_plain_text():
-    from gradflow_site.render import _plain_math
-
     assert [
-        _plain_math(s)
+        plain_math(s)
         for s in (
             r"$\mathdefault{10^{-6}}$",
             r"$\mathdefault{2\times10^{-1}}$",
@@ -153,7 +151,7 @@ def test_log_axes_keep_matplotlibs_labels_as_plain_text():
         return fig
 
     mathtext, plain = figure(), figure()
-    expected = [_plain_math(t) for axes in labels(mathtext) for t in axes if t]
+    expected = [plain_math(t) for axes in labels(mathtext) for t in axes if t]
     out = svg(plain, alt="Two log plots.")
     wide = re.search(r'<div class="gf-figure__wide">(<svg.*?</svg>)', out, re.S).group(1)
     shown = re.findall(r"<text\b[^>]*>([^<]*)</text>", wide)
