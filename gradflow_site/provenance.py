@@ -68,7 +68,10 @@ def stamp(page_html: str, versions: dict[str, str]) -> str:
             "from <code>results/</code> come from the committed run they name"
         )
     else:
-        what = "Every snippet, number and figure on this page was computed when the site was built"
+        what = (
+            "Every snippet on this page ran when the site was built and computed the numbers "
+            "and figures beside it; figures quoted from a datasheet or a paper name their source"
+        )
     return (
         f'<p class="gf-stamp">{what}: torch {versions["torch"]}, Python {versions["python"]}, '
         f"commit <code>{versions['commit']}</code>.</p>"
