@@ -145,8 +145,7 @@ def block_scaling(x: torch.Tensor, fmt, block: tuple[int, int] = (1, 128)) -> to
     fmt = _fmt(fmt, func)
     x = _scaled_input(func, x)
     _checks.tensor(func, "x", x, dim=2)
-    if not (isinstance(block, tuple) and len(block) == 2):
-        raise TypeError(f"{func}: `block` must be a (rows, cols) pair of ints, got {block!r}.")
+    _checks.pair(func, "block", block, "Pass (rows, cols), e.g. (1, 128).")
     rows = _checks.integer(func, "block[0]", block[0])
     cols = _checks.integer(func, "block[1]", block[1])
     if x.shape[0] % rows or x.shape[1] % cols:

@@ -208,8 +208,7 @@ class Trainer:
             )
         _checks.real(name, "cfg.max_norm", cfg.max_norm, low=0)
         _schedule_args(name, cfg.lr, cfg.warmup_steps, cfg.total_steps, cfg.min_lr, "cfg.")
-        if not (isinstance(cfg.betas, tuple) and len(cfg.betas) == 2):
-            raise TypeError(f"{name}: `cfg.betas` must be a pair of floats, got {cfg.betas!r}.")
+        _checks.pair(name, "cfg.betas", cfg.betas, "AdamW's (beta1, beta2), e.g. (0.9, 0.95).")
         for k, beta in enumerate(cfg.betas):
             _checks.real(name, f"cfg.betas[{k}]", beta, low=0, high=1, strict=False)
             if beta == 1:
@@ -253,8 +252,8 @@ class Trainer:
         lr, loss_sum = self.optimizer.param_groups[0]["lr"], 0.0
         saved = [None if m.grad is None else m.grad.clone() for m in self.master.params]
         try:
-            for x, y in micro_batches:
-                loss_sum += self.accumulate(x, y, n)
+            for i, (x, y) in enumerate(micro_batches):
+                loss_sum += self._micro_batch(x, y, n, "Trainer.step", f"micro_batches[{i}][1]")
         except BaseException:  # leave no gradient of this step behind
             self.model.zero_grad(set_to_none=True)
             for m, grad in zip(self.master.params, saved):
@@ -287,7 +286,12 @@ class Trainer:
         Returns:
             This micro-batch's share of the step's loss, loss / n_micro.
         """
-        x, y = inputs, targets
+        func = "Trainer.accumulate"
+        self._check_batches([(inputs, targets)], func, ("inputs", "targets"))
+        _checks.integer(func, "n_micro", n_micro, fix="Pass the step's number of micro-batches.")
+        return self._micro_batch(inputs, targets, n_micro, func, "targets")
+
+    def _micro_batch(self, x, y, n_micro, func, targets_name) -> float:
         x = x.to(self.device, self.cfg.dtype) if x.is_floating_point() else x.to(self.device)
         logits = checkpoint_sequential(self.model, self.cfg.segments, x)  # cfg.dtype
         y = y.to(self.device)
@@ -295,7 +299,7 @@ class Trainer:
             classes = logits.shape[-1]
             if y.numel() and (int(y.min()) < 0 or int(y.max()) >= classes):
                 raise ValueError(
-                    f"Trainer.step: `targets` hold class ids from {int(y.min())} to "
+                    f"{func}: `{targets_name}` holds class ids from {int(y.min())} to "
                     f"{int(y.max())}, but the model outputs {classes} classes (ids 0 to "
                     f"{classes - 1}); check the labels against the model's last layer."
                 )
@@ -304,27 +308,25 @@ class Trainer:
         self._accumulate()
         return loss.item()
 
-    def _check_batches(self, micro_batches, func) -> None:
+    def _check_batches(self, micro_batches, func, names=None) -> None:
+        # names: what the error calls a pair's inputs and targets; micro_batches[i][0/1] by default
         _checks.instance(func, "micro_batches", micro_batches, (list, tuple))
         if len(micro_batches) == 0:
             raise ValueError(
                 f"{func}: `micro_batches` must hold at least one (inputs, targets) pair, got none."
             )
         for i, pair in enumerate(micro_batches):
-            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
-                raise TypeError(
-                    f"{func}: `micro_batches[{i}]` must be an (inputs, targets) pair, "
-                    f"got {type(pair).__name__}."
-                )
-            x = _checks.model_input(func, f"micro_batches[{i}][0]", self.model, pair[0])
+            _checks.pair(func, f"micro_batches[{i}]", pair, "Pass (inputs, targets).")
+            x_name, y_name = names or (f"micro_batches[{i}][0]", f"micro_batches[{i}][1]")
+            x = _checks.model_input(func, x_name, self.model, pair[0])
             if x.is_floating_point():
-                _checks.tensor(func, f"micro_batches[{i}][0]", x, finite=True)
+                _checks.tensor(func, x_name, x, finite=True)
             elif isinstance(self.model[0], nn.Linear):
                 raise TypeError(
-                    f"{func}: `micro_batches[{i}][0]` must be a floating-point tensor for a "
+                    f"{func}: `{x_name}` must be a floating-point tensor for a "
                     f"model that starts with nn.Linear, got dtype {x.dtype}; use x.float()."
                 )
-            y = _checks.instance(func, f"micro_batches[{i}][1]", pair[1], torch.Tensor)
+            y = _checks.instance(func, y_name, pair[1], torch.Tensor)
             if y.dim() == 0 or len(y) != len(x):
                 raise ValueError(
                     f"{func}: `micro_batches[{i}]` must hold one target per input row, got "

@@ -1,6 +1,7 @@
 """Tests for gradflow_ref.checkpointing, held against torch's non-reentrant checkpoint."""
 
 import gc
+import inspect
 import weakref
 
 import pytest
@@ -10,6 +11,7 @@ from torch.utils.checkpoint import checkpoint as torch_checkpoint
 from torch.utils.checkpoint import checkpoint_sequential as torch_checkpoint_sequential
 
 from gradflow_ref.checkpointing import (
+    CheckpointStats,
     SavedTensorMeter,
     checkpoint,
     checkpoint_sequential,
@@ -225,12 +227,14 @@ def test_checkpoint_sequential_rejects_non_int_segments(segments):
 
 @pytest.mark.parametrize("functions", [nn.Linear(4, 4), {"a": nn.Linear(4, 4)}])
 def test_checkpoint_sequential_rejects_non_sequential_functions(functions):
-    with pytest.raises(TypeError, match="must be an nn.Sequential"):
+    with pytest.raises(
+        TypeError, match="`functions` must be a Sequential or ModuleList or list or tuple"
+    ):
         checkpoint_sequential(functions, 1, torch.randn(2, 4))
 
 
 def test_checkpoint_sequential_rejects_non_tensor_input():
-    with pytest.raises(TypeError, match="single tensor"):
+    with pytest.raises(TypeError, match="`input` must be a Tensor"):
         checkpoint_sequential(mlp(4, 4), 2, (torch.randn(2, 4), torch.randn(2, 4)))
 
 
@@ -340,3 +344,57 @@ def test_checkpoint_sequential_leaves_no_tensor_alive_after_backward():
     for _ in range(3):
         checkpoint_sequential(net, 4, x).sum().backward()
     assert _live_tensors() == before
+
+
+def _leaf():
+    return torch.ones(2, requires_grad=True)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: checkpoint(None, _leaf()), TypeError, "checkpoint: `function` must be callable"),
+        (lambda: checkpoint(torch.sin, _leaf(), use_reentrant=None), TypeError, "use_reentrant"),
+        (
+            lambda: checkpoint(torch.sin, _leaf(), preserve_rng_state="no"),
+            TypeError,
+            "checkpoint: `preserve_rng_state` must be True or False",
+        ),
+        (
+            lambda: checkpoint_sequential([], 1, torch.ones(1, 2)),
+            ValueError,
+            "checkpoint_sequential: `functions` must hold at least one layer",
+        ),
+        (
+            lambda: checkpoint_sequential(
+                nn.Sequential(nn.Linear(2, 2)), 1, torch.ones(1, 2), preserve_rng_state="x"
+            ),
+            TypeError,
+            "`preserve_rng_state` must be True or False",
+        ),
+        (lambda: measure(None, []), TypeError, "measure: `forward` must be callable"),
+        (lambda: measure(lambda: 3, []), TypeError, r"measure: `forward\(\)` must be a Tensor"),
+        (lambda: measure(lambda: torch.ones(2), []), ValueError, "needs no gradient"),
+        (lambda: measure(lambda: _leaf() * 2, [3]), TypeError, r"measure: `layers\[0\]`"),
+        (lambda: mlp(2, 4, seed="x"), TypeError, "mlp: `seed` must be an int"),
+        (lambda: mlp(2, 4, dtype=torch.int64), ValueError, "mlp: `dtype`"),
+        (lambda: mlp(2, 4, device="nodev"), ValueError, "mlp: `device` must name"),
+        (
+            lambda: SavedTensorMeter().__exit__(None, None, None),
+            RuntimeError,
+            "SavedTensorMeter.__exit__: the meter is not active",
+        ),
+        (lambda: CheckpointStats(None, 1, 1, 1, 0.1), TypeError, "CheckpointStats: `saved_bytes`"),
+        (lambda: CheckpointStats(1, 1, 1, 1, -5.0), ValueError, "CheckpointStats: `seconds`"),
+    ],
+)
+def test_checkpointing_rejects_bad_input(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_checkpointing_opens_with_its_public_entry_point():
+    import gradflow_ref.checkpointing as module
+
+    source = inspect.getsource(module)
+    assert source.index("def checkpoint(") < source.index("class _")
