@@ -222,11 +222,83 @@ def device(func: str, name: str, value, fix: str = ""):
     return value
 
 
-def pair(func: str, name: str, value, fix: str = "") -> tuple:
-    """Return `value` as a tuple if it is a tuple or list of two items, else raise TypeError."""
-    if not (isinstance(value, (tuple, list)) and len(value) == 2):
-        raise TypeError(
-            f"{func}: `{name}` must be a pair (a tuple of two), got {type(value).__name__} "
-            f"{value!r:.60}.{_fix(fix)}"
+
+# Appended for issue 35 item 6: the checks the training-step, hardware and rank modules share.
+
+INT64_MAX = 2**63 - 1  # the largest size torch can index, and the largest seed manual_seed takes
+
+
+def _show(value) -> str:
+    """`value` as an error message shows it: an int too long to read is given by its size."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**20:
+        return f"an int of {value.bit_length()} bits"
+    return repr(value)
+
+
+def bounded(func: str, name: str, value, low=None, high=None, fix: str = "", strict=True) -> float:
+    """As `real`, with `number`'s ValueError (not a bare OverflowError) for an int beyond float."""
+    number(func, name, value, fix)
+    return real(func, name, value, low, high, fix, strict)
+
+
+def count(func: str, name: str, value, low: int = 1, high: int = INT64_MAX, fix: str = "") -> int:
+    """As `integer`, with an upper bound `high` (torch's int64 sizes unless a tighter one holds)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        integer(func, name, value, low, fix)  # raises the TypeError
+    if not low <= value <= high:
+        raise ValueError(
+            f"{func}: `{name}` must be an integer from {low} to {high}, got {_show(value)}."
+            f"{_fix(fix)}"
         )
-    return tuple(value)
+    return value
+
+
+def float_batch(func: str, name: str, model: nn.Module, x, finite: bool = True) -> torch.Tensor:
+    """As `model_input`, and a batch for a first Linear layer is finite floats of its dtype."""
+    model_input(func, name, model, x)
+    first = next((m for m in model.modules() if isinstance(m, (nn.Linear, nn.Embedding))), None)
+    if isinstance(first, nn.Linear):
+        want = first.weight.dtype
+        if x.dtype != want:
+            raise TypeError(
+                f"{func}: `{name}` must be {want} like the model's first Linear layer, got "
+                f"{x.dtype} of shape {tuple(x.shape)}; convert it with x.to({want})."
+            )
+        if finite and not torch.isfinite(x).all():
+            raise ValueError(
+                f"{func}: `{name}` holds nan or inf (shape {tuple(x.shape)}), so every loss and "
+                "gradient would be nan; find where the batch went bad."
+            )
+    return x
+
+
+def class_targets(func: str, name: str, y, n_classes: int, rows: int | None = None):
+    """Check class-id targets `y`: torch.long ids in 0..n_classes-1, one per row if `rows`."""
+    instance(func, name, y, torch.Tensor, "Pass class ids as a torch.long tensor.")
+    if y.dtype not in (torch.long, torch.uint8):
+        raise TypeError(
+            f"{func}: `{name}` must hold class ids as torch.long, got {y.dtype} of shape "
+            f"{tuple(y.shape)}; cross-entropy takes class indices (y.long()), not scores."
+        )
+    if rows is not None and (y.dim() != 1 or len(y) != rows):
+        raise ValueError(
+            f"{func}: `{name}` must hold one class id per row ({rows}), got shape {tuple(y.shape)}."
+        )
+    if y.numel():
+        low, high = int(y.min()), int(y.max())
+        if low < 0 or high >= n_classes:
+            raise ValueError(
+                f"{func}: `{name}` holds class ids from {low} to {high}, but the output has "
+                f"{n_classes} classes (ids 0 to {n_classes - 1}); check the labels against "
+                "the model's last layer."
+            )
+    return y
+
+
+def out_classes(model: nn.Module) -> int | None:
+    """The output width of `model`'s last Linear layer (its classes), or None without one."""
+    last = None
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            last = m
+    return None if last is None else last.out_features

@@ -25,6 +25,8 @@ from pathlib import Path
 __all__ = ["run_ranks"]
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[1])  # where this gradflow_ref lives
+MAX_RANKS = 64  # each rank is a process of its own with its own torch, on this one machine
+MAX_TIMEOUT_S = 86400.0  # a day; the CPU runs here take seconds
 
 
 def _free_port() -> int:
@@ -106,8 +108,12 @@ def run_ranks(target: str, world_size: int, spec, timeout_s: float, func: str) -
         What each rank's target returned, in rank order.
 
     Raises:
+        TypeError / ValueError: a bad argument, before any rank starts: `target` not an
+            importable "module:function", `world_size` outside 1..MAX_RANKS, `spec` not
+            picklable, `timeout_s` not in (0, MAX_TIMEOUT_S].
         RuntimeError: a rank failed (its traceback is in the message) or ran past `timeout_s`.
     """
+    _check_ranks(target, world_size, spec, timeout_s, func)
     with tempfile.TemporaryDirectory(prefix="gradflow-ranks-") as tmp:
         folder = Path(tmp)
         (folder / "spec.pkl").write_bytes(pickle.dumps((target, spec)))
@@ -156,6 +162,35 @@ def run_ranks(target: str, world_size: int, spec, timeout_s: float, func: str) -
                 error = err.read_text(errors="replace")[-4000:] if err.exists() else ""
                 raise RuntimeError(f"{func}: rank {rank} failed:\n{error}")
         return [pickle.loads((folder / f"rank{r}.pkl").read_bytes()) for r in range(world_size)]
+
+
+def _check_ranks(target, world_size, spec, timeout_s, func) -> None:
+    from gradflow_ref import _checks
+
+    where = "run_ranks"
+    _checks.instance(where, "func", func, str, "Pass the public function's name.")
+    _checks.instance(where, "target", target, str, 'Pass "module:function".')
+    module, _, name = target.partition(":")
+    try:
+        found = callable(getattr(importlib.import_module(module), name, None))
+    except ImportError:
+        found = False
+    if not (module and name and found):
+        raise ValueError(
+            f"{where}: `target` must name an importable function as \"module:function\", got "
+            f"{target!r}; e.g. \"gradflow_ref.accumulation:_ddp_rank\"."
+        )
+    _checks.count(where, "world_size", world_size, high=MAX_RANKS, fix="Each rank is a process.")
+    _checks.bounded(where, "timeout_s", timeout_s, 0, MAX_TIMEOUT_S, "E.g. 180.0.", strict=False)
+    if timeout_s == 0:
+        raise ValueError(f"{where}: `timeout_s` must be positive, got {timeout_s!r}; e.g. 180.0.")
+    try:
+        pickle.dumps(spec)
+    except Exception as e:
+        raise TypeError(
+            f"{where}: `spec` must be picklable (it is sent to every rank), got "
+            f"{type(spec).__name__}: {e}."
+        ) from None
 
 
 def _rank_main(folder: str) -> None:

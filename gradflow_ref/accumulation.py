@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 MicroBatch = tuple[torch.Tensor, torch.Tensor]  # x: (tokens, d_in) float, y: (tokens,) int64
+_LOOPS = 10**6  # most steps or seeds a loop here runs: each is a forward and backward pass
 _NORMALIZATIONS = ("global", "micro_mean", "none")
 
 
@@ -51,8 +52,8 @@ class TaskConfig:
 
     def __post_init__(self) -> None:
         for name in ("d_in", "hidden", "n_classes"):
-            _checks.integer("TaskConfig", name, getattr(self, name))
-        _checks.integer("TaskConfig", "teacher_seed", self.teacher_seed, low=0)
+            _checks.count("TaskConfig", name, getattr(self, name))
+        _checks.count("TaskConfig", "teacher_seed", self.teacher_seed, low=0)
         if not isinstance(self.dtype, torch.dtype) or not self.dtype.is_floating_point:
             raise TypeError(
                 f"TaskConfig: `dtype` must be a floating torch.dtype, got {self.dtype!r}; "
@@ -62,11 +63,17 @@ class TaskConfig:
 
 def _task(func: str, cfg, seed) -> None:
     _checks.instance(func, "cfg", cfg, TaskConfig, "Pass TaskConfig() or leave it out.")
-    _checks.integer(func, "seed", seed, low=0)
+    _checks.count(func, "seed", seed, low=0, fix="torch.manual_seed takes 0 to 2**63 - 1.")
 
 
-def _module(func: str, model) -> nn.Module:
-    return _checks.instance(func, "model", model, nn.Module, "Pass the nn.Module being trained.")
+def _module(func: str, model, trained: bool = False) -> nn.Module:
+    _checks.instance(func, "model", model, nn.Module, "Pass the nn.Module being trained.")
+    if trained and not any(p.requires_grad for p in model.parameters()):
+        raise ValueError(
+            f"{func}: `model` must have parameters that require grad, got {type(model).__name__} "
+            f"with none; pass the model being trained."
+        )
+    return model
 
 
 def make_model(cfg: TaskConfig = TaskConfig(), seed: int = 0) -> nn.Module:
@@ -122,16 +129,17 @@ def _counts(func: str, name: str, counts) -> list[int]:
             f"{func}: `{name}` must be a sequence of ints, got {type(counts).__name__}."
         )
     if len(counts) < 1:
-        raise ValueError(f"{func}: `{name}` must hold at least one count, got none.")
+        raise ValueError(f"{func}: `{name}` must hold at least one count, got none ([]).")
     for n in counts:
         if isinstance(n, bool) or not isinstance(n, int):
             raise TypeError(
                 f"{func}: every entry of `{name}` must be an int, got {n!r} in {list(counts)}; "
                 "token and micro-batch counts are whole numbers."
             )
-        if n < 1:
+        if not 1 <= n <= _checks.INT64_MAX:
             raise ValueError(
-                f"{func}: every entry of `{name}` must be >= 1, got {n!r} in {list(counts)}."
+                f"{func}: every entry of `{name}` must be from 1 to 2**63 - 1 (torch's sizes), "
+                f"got {_checks._show(n)}."
             )
     return list(counts)
 
@@ -159,7 +167,7 @@ def split_micro_batches(x: torch.Tensor, y: torch.Tensor, accum_steps: int) -> l
     ):
         raise ValueError(
             f"split_micro_batches: `accum_steps` must be an int from 1 to the "
-            f"batch's {len(x)} tokens, got {accum_steps!r}."
+            f"batch's {len(x)} tokens, got {_checks._show(accum_steps)}."
         )
     return list(zip(x.tensor_split(accum_steps), y.tensor_split(accum_steps)))
 
@@ -175,7 +183,7 @@ def _check_micro_batches(micro_batches, func: str, model=None) -> list[MicroBatc
     if not micro_batches:
         raise ValueError(
             f"{func}: `micro_batches` must hold at least one micro-batch "
-            "(accumulation steps >= 1), got none."
+            "(accumulation steps >= 1), got none ([])."
         )
     for i, pair in enumerate(micro_batches):
         if not (
@@ -185,11 +193,15 @@ def _check_micro_batches(micro_batches, func: str, model=None) -> list[MicroBatc
         ):
             raise TypeError(
                 f"{func}: `micro_batches[{i}]` must be an (x, y) pair of tensors, got "
-                f"{type(pair).__name__}; make them with make_micro_batches."
+                f"{type(pair).__name__} of {len(pair) if isinstance(pair, (tuple, list)) else 1}; "
+                "make them with make_micro_batches."
             )
         x, y = pair
         if model is not None and len(x):
-            _checks.model_input(func, f"micro_batches[{i}][0]", model, x)
+            _checks.float_batch(func, f"micro_batches[{i}][0]", model, x)
+            classes = _checks.out_classes(model)
+            if classes is not None and len(x) == len(y):
+                _checks.class_targets(func, f"micro_batches[{i}][1]", y, classes, len(x))
         if len(x) == 0 or len(x) != len(y):
             raise ValueError(
                 f"{func}: `micro_batches[{i}]` must hold >= 1 token with one label "
@@ -197,6 +209,11 @@ def _check_micro_batches(micro_batches, func: str, model=None) -> list[MicroBatc
                 "micro-batches (their mean loss is nan)."
             )
     return micro_batches
+
+
+def _max_norm(func: str, max_norm) -> None:
+    if max_norm is not None:
+        _checks.bounded(func, "max_norm", max_norm, low=0, fix="Or None for no clipping.")
 
 
 def accumulate_grad_(
@@ -232,13 +249,14 @@ def accumulate_grad_(
         >>> loss = accumulate_grad_(model, batches)          # == big_batch_grad_(model, batches)
     """
     func = "accumulate_grad_"
-    micro_batches = _check_micro_batches(micro_batches, func, _module(func, model))
+    micro_batches = _check_micro_batches(micro_batches, func, _module(func, model, True))
     if normalization not in _NORMALIZATIONS:
         raise ValueError(
             f"{func}: `normalization` must be one of {_NORMALIZATIONS}, got {normalization!r}."
         )
     if clip not in ("once", "each"):
         raise ValueError(f"{func}: `clip` must be 'once' or 'each', got {clip!r}.")
+    _max_norm(func, max_norm)
     steps = len(micro_batches)
     total_tokens = sum(len(x) for x, _ in micro_batches)
     model.zero_grad(set_to_none=True)
@@ -264,7 +282,8 @@ def big_batch_grad_(
         The mean token loss of the big batch (a detached scalar).
     """
     func = "big_batch_grad_"
-    micro_batches = _check_micro_batches(micro_batches, func, _module(func, model))
+    micro_batches = _check_micro_batches(micro_batches, func, _module(func, model, True))
+    _max_norm(func, max_norm)
     x = torch.cat([x for x, _ in micro_batches])
     y = torch.cat([y for _, y in micro_batches])
     model.zero_grad(set_to_none=True)
@@ -313,8 +332,7 @@ def grad_accum_steps(
         "world_size": world_size,
     }
     for name, value in args.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"grad_accum_steps: `{name}` must be an int >= 1, got {value!r}.")
+        _checks.count("grad_accum_steps", name, value, fix="Pass a count of tokens or ranks.")
     per_micro_step = micro_batch_size * seq_len * world_size
     if total_batch_size % per_micro_step:
         raise ValueError(
@@ -355,11 +373,10 @@ def divisor_bug_update_ratio(
     func = "divisor_bug_update_ratio"
     if optimizer not in ("sgd", "adamw"):
         raise ValueError(f"{func}: `optimizer` must be 'sgd' or 'adamw', got {optimizer!r}.")
-    _checks.integer(func, "accum_steps", accum_steps, fix="Pass micro-batches per step, e.g. 8.")
-    _checks.integer(func, "steps", steps, fix="Pass optimizer steps, e.g. 1.")
-    _checks.integer(func, "micro_batch_tokens", micro_batch_tokens, fix="Pass e.g. 16.")
-    if max_norm is not None:
-        _checks.real(func, "max_norm", max_norm, low=0, fix="Or None for no clipping.")
+    _checks.count(func, "accum_steps", accum_steps, fix="Pass micro-batches per step, e.g. 8.")
+    _checks.count(func, "steps", steps, high=_LOOPS, fix="Pass optimizer steps, e.g. 1.")
+    _checks.count(func, "micro_batch_tokens", micro_batch_tokens, fix="Pass e.g. 16.")
+    _max_norm(func, max_norm)
     _task(func, cfg, seed)
     moved = []
     for normalization in ("none", "micro_mean"):
@@ -385,6 +402,18 @@ class NoiseCurve:
     rel_error: list[float]  # RMS |accumulated grad - full-data grad| / |full-data grad|, per N
     reference: list[float]  # rel_error[0] * sqrt(ns[0] / N): the 1/sqrt(N) law through point 0
 
+    def __post_init__(self) -> None:
+        _counts("NoiseCurve", "ns", self.ns)
+        for name in ("rel_error", "reference"):
+            values = _checks.instance("NoiseCurve", name, getattr(self, name), list)
+            if len(values) != len(self.ns):
+                raise ValueError(
+                    f"NoiseCurve: `{name}` must hold one value per N ({len(self.ns)}), "
+                    f"got {len(values)}."
+                )
+            for v in values:
+                _checks.real("NoiseCurve", name, v, low=0, strict=False)
+
 
 def gradient_noise(
     ns: Sequence[int] = (1, 2, 4, 8, 16),
@@ -405,10 +434,15 @@ def gradient_noise(
     """
     func = "gradient_noise"
     _counts(func, "ns", ns)
-    _checks.integer(func, "n_seeds", n_seeds, low=2, fix="The error is an RMS over seeds.")
-    _checks.integer(func, "micro_batch_tokens", micro_batch_tokens, fix="Pass e.g. 4.")
-    _checks.integer(func, "pool_tokens", pool_tokens, fix="Pass the pool size, e.g. 4096.")
+    _checks.count(func, "n_seeds", n_seeds, 2, _LOOPS, fix="The error is an RMS over seeds.")
+    _checks.count(func, "micro_batch_tokens", micro_batch_tokens, fix="Pass e.g. 4.")
+    _checks.count(func, "pool_tokens", pool_tokens, fix="Pass the pool size, e.g. 4096.")
     _task(func, cfg, seed)
+    if max(ns) > _LOOPS:
+        raise ValueError(
+            f"{func}: every entry of `ns` must be at most {_LOOPS} micro-batches (each one a "
+            f"forward and backward pass, {n_seeds} times), got {_checks._show(max(ns))}."
+        )
     model = make_model(cfg, seed)
     pool = make_micro_batches([pool_tokens], cfg, seed)
     big_batch_grad_(model, pool)
@@ -444,6 +478,17 @@ class DDPResult:
     seconds: float  # wall time, process start-up included
     warnings: list[str] = field(default_factory=list, repr=False)  # what the ranks warned
 
+    def __post_init__(self) -> None:
+        for name in ("world_size", "accum_steps", "tokens"):
+            _checks.integer("DDPResult", name, getattr(self, name))
+        for name in ("allreduces_no_sync", "allreduces_sync_every_step"):
+            _checks.integer("DDPResult", name, getattr(self, name), low=0)
+        for name in ("max_abs_diff", "max_abs_diff_sync_every_step", "rank_disagreement"):
+            _checks.number("DDPResult", name, getattr(self, name))  # nan: the ranks disagreed
+            if getattr(self, name) < 0:
+                raise ValueError(f"DDPResult: `{name}` must be >= 0, got {getattr(self, name)!r}.")
+        _checks.real("DDPResult", "seconds", self.seconds, low=0, strict=False)
+
     @property
     def allreduces_saved(self) -> int:
         return self.allreduces_sync_every_step - self.allreduces_no_sync
@@ -461,7 +506,15 @@ def ddp_accumulate_(model: nn.Module, micro_batches: Sequence[MicroBatch], sync:
     """
     if sync not in ("last", "every"):
         raise ValueError(f"ddp_accumulate_: `sync` must be 'last' or 'every', got {sync!r}.")
-    micro_batches = _check_micro_batches(micro_batches, "ddp_accumulate_")
+    micro_batches = _check_micro_batches(
+        micro_batches, "ddp_accumulate_", _module("ddp_accumulate_", model)
+    )
+    if sync == "last" and len(micro_batches) > 1 and not hasattr(model, "no_sync"):
+        raise TypeError(
+            f"ddp_accumulate_: `model` must be wrapped in DistributedDataParallel for "
+            f"sync='last' (it calls model.no_sync()), got {type(model).__name__}; wrap it "
+            "with DDP(model) inside a process group, or pass sync='every'."
+        )
     for k, (x, y) in enumerate(micro_batches):
         last = k == len(micro_batches) - 1
         with contextlib.nullcontext() if last or sync == "every" else model.no_sync():
@@ -504,16 +557,29 @@ def _ddp_rank(rank: int, world_size: int, spec: dict) -> tuple:
     return rank, out, [str(w.message) for w in caught]
 
 
-def _check_ddp(world_size, accum_steps, micro_batch_tokens, timeout_s) -> None:
+_DDP_TOKENS = 10**7  # the global batch also runs whole in this process, for the reference
+
+
+def _check_ddp(world_size, accum_steps, micro_batch_tokens, seed, timeout_s) -> None:
     import torch.distributed as dist
 
+    from gradflow_ref._ranks import MAX_RANKS, MAX_TIMEOUT_S
+
     func = "ddp_accumulation"
-    sizes = {"world_size": world_size, "accum_steps": accum_steps}
-    for name, value in dict(sizes, micro_batch_tokens=micro_batch_tokens).items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{func}: `{name}` must be an int >= 1, got {value!r}.")
-    if not timeout_s > 0:
-        raise ValueError(f"{func}: `timeout_s` must be positive, got {timeout_s!r}.")
+    _checks.count(func, "world_size", world_size, high=MAX_RANKS, fix="Each rank is a process.")
+    _checks.count(func, "accum_steps", accum_steps, fix="Pass micro-batches per rank, e.g. 4.")
+    _checks.count(func, "micro_batch_tokens", micro_batch_tokens, fix="Pass e.g. 8.")
+    _checks.count(func, "seed", seed, low=0, fix="torch.manual_seed takes 0 to 2**63 - 1.")
+    _checks.bounded(func, "timeout_s", timeout_s, 0, MAX_TIMEOUT_S, "E.g. 180.0.", strict=False)
+    if timeout_s == 0:
+        raise ValueError(f"{func}: `timeout_s` must be positive, got {timeout_s!r}; e.g. 180.0.")
+    tokens = world_size * accum_steps * micro_batch_tokens
+    if tokens > _DDP_TOKENS:
+        raise ValueError(
+            f"{func}: the global batch world_size * accum_steps * micro_batch_tokens must be at "
+            f"most {_DDP_TOKENS} tokens (this process also runs it whole), got "
+            f"{_checks._show(tokens)}; lower `accum_steps` or `micro_batch_tokens`."
+        )
     if not dist.is_available() or not dist.is_gloo_available():
         raise RuntimeError(
             f"{func}: this torch build has no gloo backend; install a torch "
@@ -554,7 +620,7 @@ def ddp_accumulation(
         >>> ddp_accumulation(world_size=2, accum_steps=4).allreduces_saved
         3
     """
-    _check_ddp(world_size, accum_steps, micro_batch_tokens, timeout_s)
+    _check_ddp(world_size, accum_steps, micro_batch_tokens, seed, timeout_s)
     start = time.perf_counter()
     spec = dict(
         accum_steps=accum_steps,

@@ -119,7 +119,7 @@ def test_split_micro_batches_rejects_bad_accum_steps(accum_steps):
 
 
 def test_make_micro_batches_rejects_empty_micro_batch():
-    with pytest.raises(ValueError, match="every entry of `token_counts` must be >= 1"):
+    with pytest.raises(ValueError, match="every entry of `token_counts` must be from 1"):
         make_micro_batches([4, 0])
 
 
@@ -136,7 +136,7 @@ def test_grad_accum_steps_rejects_indivisible_total(args):
 
 
 def test_grad_accum_steps_rejects_world_size_below_one():
-    with pytest.raises(ValueError, match="`world_size` must be an int >= 1"):
+    with pytest.raises(ValueError, match="`world_size` must be an integer from 1"):
         grad_accum_steps(524288, 64, 1024, world_size=0)
 
 
@@ -161,7 +161,7 @@ def test_gradient_noise_falls_as_inverse_sqrt_of_micro_batches():
 
 
 def test_gradient_noise_rejects_bad_arguments():
-    with pytest.raises(ValueError, match="`ns` must be >= 1"):
+    with pytest.raises(ValueError, match="`ns` must be from 1"):
         gradient_noise(ns=(0, 2))
 
 
@@ -187,7 +187,7 @@ def test_ddp_accumulation_ranks_warn_nothing(ddp_result):
 
 
 def test_ddp_accumulation_rejects_accum_steps_below_one():
-    with pytest.raises(ValueError, match="`accum_steps` must be an int >= 1"):
+    with pytest.raises(ValueError, match="`accum_steps` must be an integer from 1"):
         ddp_accumulation(accum_steps=0)
 
 
