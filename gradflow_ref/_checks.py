@@ -222,6 +222,15 @@ def device(func: str, name: str, value, fix: str = ""):
     return value
 
 
+def pair(func: str, name: str, value, fix: str = "") -> tuple:
+    """Return `value` as a tuple if it is a tuple or list of two items, else raise TypeError."""
+    if not (isinstance(value, (tuple, list)) and len(value) == 2):
+        raise TypeError(
+            f"{func}: `{name}` must be a pair (a tuple of two), got {type(value).__name__} "
+            f"{value!r:.60}.{_fix(fix)}"
+        )
+    return tuple(value)
+
 
 # Appended for issue 35 item 6: the checks the training-step, hardware and rank modules share.
 
