@@ -14,6 +14,8 @@ from collections.abc import Iterable
 
 import torch
 
+from gradflow_ref import _checks
+
 __all__ = [
     "get_total_norm",
     "clip_grads_with_norm_",
@@ -41,7 +43,7 @@ def _as_list(tensors, func: str, name: str) -> list[torch.Tensor]:
         if not isinstance(t, torch.Tensor):
             raise TypeError(
                 f"{func}: `{name}` must hold only Tensors, got an element of type "
-                f"{type(t).__name__}."
+                f"{type(t).__name__} ({t!r:.40}); pass model.parameters() or a list of tensors."
             )
     if is_generator and not tensors:
         # torch warns the same way: the usual cause is a generator that was already consumed
@@ -55,7 +57,16 @@ def _as_list(tensors, func: str, name: str) -> list[torch.Tensor]:
 
 def _positive_finite(value, func: str, name: str, fix: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, torch.Tensor)):
-        raise TypeError(f"{func}: `{name}` must be a number, got {type(value).__name__}.")
+        raise TypeError(
+            f"{func}: `{name}` must be a number, got {type(value).__name__} {value!r:.40}; {fix}"
+        )
+    if isinstance(value, torch.Tensor) and value.numel() != 1:
+        raise ValueError(
+            f"{func}: `{name}` must be a number or a one-element tensor, got a tensor of shape "
+            f"{tuple(value.shape)}; {fix}"
+        )
+    if isinstance(value, numbers.Integral):
+        _checks.number(func, name, int(value), fix)  # an int beyond float range: ValueError
     value = float(value)
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{func}: `{name}` must be positive and finite, got {value}; {fix}")
@@ -71,11 +82,16 @@ def _norm_type(norm_type, func: str) -> float:
         norm_type = norm_type.item()  # torch takes a one-element tensor as its number
     if isinstance(norm_type, bool) or not isinstance(norm_type, (numbers.Real, str)):
         raise TypeError(
-            f"{func}: `norm_type` must be a number or 'inf', got {type(norm_type).__name__}; "
-            "use 2.0 (Euclidean) unless you need another."
+            f"{func}: `norm_type` must be a number or 'inf', got {type(norm_type).__name__} "
+            f"{norm_type!r:.40}; use 2.0 (Euclidean) unless you need another."
         )
     try:
         p = float(norm_type)  # accepts 2, 2.0, '2', 'inf', -1.0, float('-inf') like torch
+    except OverflowError:  # an int beyond float range
+        raise ValueError(
+            f"{func}: `norm_type` must fit a float, got an int of {norm_type.bit_length()} bits; "
+            "pass 'inf' for the max-norm."
+        ) from None
     except ValueError:
         raise ValueError(
             f"{func}: `norm_type` must be a number or 'inf', got {norm_type!r}; "
@@ -89,6 +105,13 @@ def _norm_type(norm_type, func: str) -> float:
     # Negative p and -inf are not norms, but torch takes them: vector_norm then gives the
     # generalised mean (sum |x|^p)^(1/p), and -inf the smallest |x|. Same results here.
     return p
+
+
+def _options(func: str, foreach, error_if_nonfinite=False) -> None:
+    # torch reads any truthy value as True; "no" or 2 here is a mistake, not a request
+    _checks.boolean(func, "error_if_nonfinite", error_if_nonfinite, "Pass False (the default).")
+    if foreach is not None:
+        _checks.boolean(func, "foreach", foreach, "Pass None to let the device decide.")
 
 
 def _use_foreach(tensors: list[torch.Tensor], device: torch.device, foreach, func: str) -> bool:
@@ -131,6 +154,7 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     """
     func = "get_total_norm"
     tensors = _as_list(tensors, func, "tensors")
+    _options(func, foreach, error_if_nonfinite)
     return _total_norm(tensors, _norm_type(norm_type, func), error_if_nonfinite, foreach, func)
 
 
@@ -157,6 +181,17 @@ def _total_norm(
     return total
 
 
+def _total_norm_arg(func: str, total_norm) -> torch.Tensor:
+    fix = "Pass what get_total_norm returned."
+    _checks.instance(func, "total_norm", total_norm, torch.Tensor, fix)
+    if total_norm.numel() != 1 or not total_norm.is_floating_point():
+        raise ValueError(
+            f"{func}: `total_norm` must be a one-element floating tensor, got "
+            f"{total_norm.dtype} of shape {tuple(total_norm.shape)}. {fix}"
+        )
+    return total_norm  # its value stays on its device: reading it would sync, as torch avoids
+
+
 @torch.no_grad()
 def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None) -> None:
     """Scale every `.grad` in place by min(1, max_norm / (total_norm + 1e-6)).
@@ -174,6 +209,8 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None) -> Non
     func = "clip_grads_with_norm_"
     parameters = _as_list(parameters, func, "parameters")
     max_norm = _positive_finite(max_norm, func, "max_norm", _MAX_NORM_FIX)
+    _options(func, foreach)
+    total_norm = _total_norm_arg(func, total_norm)
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
         return
@@ -226,6 +263,7 @@ def clip_grad_norm_(
     parameters = _as_list(parameters, func, "parameters")
     max_norm = _positive_finite(max_norm, func, "max_norm", _MAX_NORM_FIX)
     order = _norm_type(norm_type, func)
+    _options(func, foreach, error_if_nonfinite)
     grads = [p.grad for p in parameters if p.grad is not None]
     total_norm = _total_norm(grads, order, error_if_nonfinite, foreach, func)
     clip_grads_with_norm_(parameters, max_norm, total_norm, foreach)
@@ -251,6 +289,7 @@ def clip_grad_value_(parameters, clip_value, foreach=None) -> None:
     func = "clip_grad_value_"
     parameters = _as_list(parameters, func, "parameters")
     clip_value = _positive_finite(clip_value, func, "clip_value", _CLIP_VALUE_FIX)
+    _options(func, foreach)
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:  # torch raises here too (from its foreach kernel, without saying why)
         raise RuntimeError(
@@ -288,6 +327,11 @@ def angle_between(u: torch.Tensor, v: torch.Tensor) -> float:
     for name, t in (("u", u), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"angle_between: `{name}` must be a tensor, got {type(t).__name__}.")
+        if t.is_complex() or t.dtype == torch.bool:
+            raise TypeError(
+                f"angle_between: `{name}` must be a real tensor, got {t.dtype}; an angle "
+                "between complex or boolean vectors is not what this measures."
+            )
         if t.is_floating_point() and not torch.isfinite(t).all():
             raise ValueError(
                 f"angle_between: `{name}` holds nan or inf, which has no direction; "
@@ -299,12 +343,17 @@ def angle_between(u: torch.Tensor, v: torch.Tensor) -> float:
             f"angle_between: `u` and `v` must have as many elements, "
             f"got {u.numel()} and {v.numel()}."
         )
-    nu, nv = torch.linalg.vector_norm(u), torch.linalg.vector_norm(v)
-    if nu == 0 or nv == 0:
+    su, sv = u.abs().max() if u.numel() else 0, v.abs().max() if v.numel() else 0
+    if su == 0 or sv == 0:
         raise ValueError(
-            "angle_between: `u` and `v` must be non-zero, got a zero vector; "
+            f"angle_between: `u` and `v` must be non-zero, got a zero vector "
+            f"(`{'u' if su == 0 else 'v'}`, {u.numel() if su == 0 else v.numel()} elements); "
             "a zero vector has no direction."
         )
+    # scaled to a largest element of 1 first: the norm of [1e300, 1e300] would overflow to inf
+    # and that of [1e-200, 1e-200] underflow to 0, though the direction is exact in float64
+    u, v = u / su, v / sv
+    nu, nv = torch.linalg.vector_norm(u), torch.linalg.vector_norm(v)
     cos = torch.clamp(torch.dot(u, v) / (nu * nv), -1.0, 1.0)
     return math.degrees(math.acos(cos.item()))
 

@@ -13,6 +13,8 @@ from enum import Enum
 
 import torch
 
+from gradflow_ref import _checks
+
 __all__ = ["OptState", "GradScaler", "StaticScaler"]
 
 
@@ -22,21 +24,39 @@ class OptState(Enum):
     STEPPED = 2  # step() ran (or skipped) the optimizer; update() comes next
 
 
+_FLOAT32_MAX = torch.finfo(torch.float32).max  # the scale is a float32 tensor, as in torch
+
+
 def _positive(func: str, name: str, value, lo: float = 0.0, hi: float = math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{func}: `{name}` must be a float, got {type(value).__name__}.")
-    if not (math.isfinite(value) and lo < value < hi):
-        span = f"in ({lo}, {hi})" if math.isfinite(hi) else f"finite and > {lo}"
-        raise ValueError(f"{func}: `{name}` must be {span}, got {value!r}.")
-    return float(value)
+    fix = "A scale must stay a finite float32." if name in ("init_scale", "scale", "new_scale") else ""
+    value = _checks.bounded(func, name, value, lo, None if math.isinf(hi) else hi, fix)
+    if fix and value > _FLOAT32_MAX:
+        raise ValueError(
+            f"{func}: `{name}` must be at most {_FLOAT32_MAX:.4g} (float32's largest), got "
+            f"{value!r}; as a float32 scale it would be inf. Try 2.0**16."
+        )
+    return value
 
 
 def _interval(func: str, value, name: str = "growth_interval") -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{func}: `{name}` must be an int, got {type(value).__name__}.")
-    if value < 1:
-        raise ValueError(f"{func}: `{name}` must be >= 1, got {value!r}.")
-    return value
+    return _checks.count(func, name, value, fix="Count clean steps, e.g. 2000.")
+
+
+def _flags(func: str, device, enabled) -> None:
+    _checks.instance(func, "device", device, str, "Pass a device type such as 'cpu' or 'cuda'.")
+    try:
+        torch.device(device)
+    except RuntimeError:
+        raise ValueError(
+            f"{func}: `device` must be a device type such as 'cpu' or 'cuda', got {device!r}."
+        ) from None
+    _checks.boolean(func, "enabled", enabled, "Pass False to turn scaling off.")
+
+
+def _optimizer(func: str, optimizer) -> None:
+    _checks.instance(
+        func, "optimizer", optimizer, torch.optim.Optimizer, "Pass the torch optimizer."
+    )
 
 
 class GradScaler:
@@ -81,6 +101,7 @@ class GradScaler:
         enabled: bool = True,
     ) -> None:
         name = type(self).__name__
+        _flags(name, device, enabled)
         self._device = device
         self._enabled = bool(enabled)
         self._init_scale = _positive(name, "init_scale", init_scale)
@@ -131,6 +152,7 @@ class GradScaler:
         if not self._enabled:
             return
         name = type(self).__name__
+        _optimizer(f"{name}.unscale_", optimizer)
         self._require_scaled("unscale_")
         state = self._state(optimizer)
         if state["stage"] is not OptState.READY:
@@ -172,9 +194,10 @@ class GradScaler:
                 parameter of `optimizer` has a gradient, or a `closure` keyword argument (not
                 supported, as in torch).
         """
+        name = type(self).__name__
+        _optimizer(f"{name}.step", optimizer)
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
-        name = type(self).__name__
         if "closure" in kwargs:
             raise RuntimeError(f"{name}.step: closures are not supported; call step() plainly.")
         self._require_scaled("step")
@@ -214,6 +237,11 @@ class GradScaler:
         name = type(self).__name__
         self._require_scaled("update")
         if new_scale is not None:
+            if isinstance(new_scale, torch.Tensor) and new_scale.numel() != 1:
+                raise ValueError(
+                    f"{name}.update: `new_scale` must be a float or a one-element tensor, got a "
+                    f"tensor of shape {tuple(new_scale.shape)}."
+                )
             value = new_scale.item() if isinstance(new_scale, torch.Tensor) else new_scale
             self._scale.fill_(_positive(f"{name}.update", "new_scale", value))
         else:
@@ -354,6 +382,7 @@ class StaticScaler(GradScaler):
 
     def __init__(self, scale: float = 2.0**10, device: str = "cpu", enabled: bool = True) -> None:
         scale = _positive("StaticScaler", "scale", scale)
+        _flags("StaticScaler", device, enabled)
         super().__init__(device=device, init_scale=scale, enabled=enabled)
 
     def _update_scale(self, found_inf: bool) -> None:

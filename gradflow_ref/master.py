@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from gradflow_ref import _checks
+
 __all__ = ["MasterWeights", "training_state_bytes"]
 
 LOW_PRECISION = (torch.bfloat16, torch.float16)
@@ -44,6 +46,7 @@ class MasterWeights:
             raise TypeError(
                 f"MasterWeights: `model` must be a torch.nn.Module, got {type(model).__name__}."
             )
+        _checks.instance("MasterWeights", "dtype", dtype, torch.dtype, "E.g. torch.bfloat16.")
         if dtype not in LOW_PRECISION:
             raise ValueError(
                 f"MasterWeights: `dtype` must be torch.bfloat16 or torch.float16, got {dtype}. "
@@ -55,6 +58,7 @@ class MasterWeights:
                 "MasterWeights: `model` must have floating-point parameters, got "
                 f"{[p.dtype for p in params] or 'none'}."
             )
+        _fits("MasterWeights", "model", dict(model.named_parameters()), dtype, "the cast")
         # Copy before the cast: masters keep the model's full-precision values.
         self.params = [nn.Parameter(p.detach().to(torch.float32, copy=True)) for p in params]
         self.model = model.to(dtype)
@@ -71,11 +75,15 @@ class MasterWeights:
     @torch.no_grad()
     def master_to_model(self) -> None:
         """Copy the (updated) FP32 masters into the model, rounding to nearest even in `dtype`."""
+        names = [name for name, _ in self.model.named_parameters()]
+        _fits("MasterWeights.master_to_model", "params", dict(zip(names, self.params)), self.dtype,
+              "the copy (nothing was copied)")
         for p, m in self._pairs():
             p.copy_(m)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear the gradients of the model and of the masters (to None, as torch's default)."""
+        _checks.boolean("MasterWeights.zero_grad", "set_to_none", set_to_none)
         self.model.zero_grad(set_to_none=set_to_none)
         for m in self.params:
             if m.grad is not None:
@@ -83,6 +91,20 @@ class MasterWeights:
                     m.grad = None
                 else:
                     m.grad.zero_()
+
+
+@torch.no_grad()
+def _fits(func: str, arg: str, params: dict, dtype: torch.dtype, action: str) -> None:
+    """Refuse values `dtype` cannot hold before anything is cast: inf would replace them silently."""
+    limit = torch.finfo(dtype).max
+    for name, p in params.items():
+        if p.numel() and not bool(p.detach().abs().amax() <= limit):  # also catches nan
+            big = p.detach().abs().amax().item()
+            raise ValueError(
+                f"{func}: `{arg}` holds {name} with |value| up to {big:.4g}, but {dtype} holds at "
+                f"most {limit:.4g}, so {action} would make it inf; use torch.bfloat16 (FP32's "
+                "range), lower the learning rate, or rescale the weights."
+            )
 
 
 def _instance(name: str, value, cls) -> None:
