@@ -27,6 +27,11 @@ def committed_runs(device_type: str | None = None) -> list[dict]:
     >>> all(run["device_type"] == "cpu" and run["file"].startswith("bench-") for run in runs)
     True
     """
+    if device_type is not None and not isinstance(device_type, str):
+        raise TypeError(
+            f"committed_runs: `device_type` must be None, 'cuda' or 'cpu', got "
+            f"{type(device_type).__name__} {device_type!r:.40}."
+        )
     if device_type not in (None, "cuda", "cpu"):
         raise ValueError(
             f"committed_runs: `device_type` must be None, 'cuda' or 'cpu', got {device_type!r}."

@@ -9,7 +9,9 @@ and 9 for peaks and memory sizes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+
+from gradflow_ref import _checks
 
 __all__ = ["GPU", "GPUS", "DTYPES", "peak_flops", "ridge_point", "gpu"]
 
@@ -37,6 +39,22 @@ class GPU:
     pcie_bytes_per_s: float  # PCIe to the host, total (both directions)
     tflops: dict[str, float] = field(default_factory=dict)  # dense peak TFLOP/s per DTYPES key
     source: str = ""  # the datasheet every figure above is from
+
+    def __post_init__(self) -> None:
+        _text("GPU", "name", self.name, nonempty=True)
+        for f in ("memory_bytes", "memory_bytes_per_s", "nvlink_bytes_per_s", "pcie_bytes_per_s"):
+            _checks.bounded("GPU", f, getattr(self, f), low=0, fix="Copy it from the datasheet.")
+        _checks.instance("GPU", "tflops", self.tflops, dict, "Map DTYPES keys to TFLOP/s.")
+        for key, value in self.tflops.items():
+            _checks.choice("GPU", "tflops", key, DTYPES)
+            _checks.bounded("GPU", f"tflops[{key!r}]", value, low=0, fix="Dense TFLOP/s.")
+        _text("GPU", "source", self.source)
+
+
+def _text(func: str, name: str, value, nonempty: bool = False) -> None:
+    _checks.instance(func, name, value, str)
+    if nonempty and not value:
+        raise ValueError(f"{func}: `{name}` must be a non-empty string, got {value!r}.")
 
 
 # the H100 SXM and H200 SXM datasheets list the same compute (dense halves of the "with
@@ -96,11 +114,41 @@ def gpu(name: str) -> GPU:
         TypeError: `name` is not a string.
         ValueError: `name` is not in GPUS.
     """
+    return _card("gpu", name)
+
+
+def _card(func: str, name) -> GPU:
     if not isinstance(name, str):
-        raise TypeError(f"gpu: `name` must be a string, got {type(name).__name__}.")
+        raise TypeError(
+            f"{func}: `name` must be a string, got {type(name).__name__} {name!r:.40}; "
+            f"pass one of {sorted(GPUS)}."
+        )
     if name not in GPUS:
-        raise ValueError(f"gpu: `name` must be one of {sorted(GPUS)}, got {name!r}.")
+        raise ValueError(f"{func}: `name` must be one of {sorted(GPUS)}, got {name!r}.")
     return GPUS[name]
+
+
+def _peak(func: str, name, dtype, sparse=False) -> float:
+    card = _card(func, name)
+    if not isinstance(dtype, str):
+        raise TypeError(
+            f"{func}: `dtype` must be one of {DTYPES}, got {type(dtype).__name__} {dtype!r:.40}."
+        )
+    if dtype not in DTYPES:
+        raise ValueError(f"{func}: `dtype` must be one of {DTYPES}, got {dtype!r}.")
+    if dtype not in card.tflops:
+        raise ValueError(
+            f"{func}: `dtype` is {dtype!r}, but the {name} datasheet lists no {dtype} figure; "
+            f"pick one of {sorted(card.tflops)}."
+        )
+    # a truthy "no" must not double the peak
+    _checks.boolean(func, "sparse", sparse, "True for the 2:4-sparse figure.")
+    if sparse and dtype not in _SPARSE:
+        raise ValueError(
+            f"{func}: the datasheets give 2:4-sparse figures only for {sorted(_SPARSE)}, "
+            f"got `sparse` with {dtype!r}."
+        )
+    return card.tflops[dtype] * 1e12 * (2 if sparse else 1)
 
 
 def peak_flops(name: str, dtype: str, sparse: bool = False) -> float:
@@ -119,20 +167,7 @@ def peak_flops(name: str, dtype: str, sparse: bool = False) -> float:
         >>> peak_flops("A100 80GB SXM", "bf16") / 1e12
         312.0
     """
-    card = gpu(name)
-    if dtype not in DTYPES:
-        raise ValueError(f"peak_flops: `dtype` must be one of {DTYPES}, got {dtype!r}.")
-    if dtype not in card.tflops:
-        raise ValueError(
-            f"peak_flops: the {name} datasheet lists no {dtype} figure; pick one of "
-            f"{sorted(card.tflops)}."
-        )
-    if sparse and dtype not in _SPARSE:
-        raise ValueError(
-            f"peak_flops: the datasheets give 2:4-sparse figures only for {sorted(_SPARSE)}, "
-            f"got `sparse` with {dtype!r}."
-        )
-    return card.tflops[dtype] * 1e12 * (2 if sparse else 1)
+    return _peak("peak_flops", name, dtype, sparse)
 
 
 def ridge_point(name: str, dtype: str) -> float:
@@ -144,7 +179,7 @@ def ridge_point(name: str, dtype: str) -> float:
         >>> round(ridge_point("A100 80GB SXM", "bf16"))
         153
     """
-    return peak_flops(name, dtype) / gpu(name).memory_bytes_per_s
+    return _peak("ridge_point", name, dtype) / GPUS[name].memory_bytes_per_s
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,6 +211,17 @@ class OnChip:
     boost_clock_mhz: int | None = None  # the GPU boost clock the article lists for the part
     sram_bytes_per_s: float | None = None  # aggregate shared-memory bandwidth, if published
     sram_bandwidth_source: str = ""  # where that figure is from (an estimate, not NVIDIA's)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type == "str":
+                _text("OnChip", f.name, value)
+            elif f.name == "sram_bytes_per_s":
+                if value is not None:
+                    _checks.bounded("OnChip", f.name, value, low=0, fix="Or None.")
+            elif value is not None or f.default is not None:
+                _checks.count("OnChip", f.name, value, fix="Copy it from the article.")
 
     @property
     def sram_kib(self) -> int:
@@ -224,5 +270,5 @@ def on_chip(name: str) -> OnChip | None:
     Raises:
         TypeError, ValueError: as gpu() for a bad `name`.
     """
-    gpu(name)
+    _card("on_chip", name)
     return ON_CHIP[name]

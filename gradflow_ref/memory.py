@@ -52,6 +52,9 @@ class MemoryConfig:
     stores_scores: bool = True  # attention keeps its a*s*s scores (False: fused/flash attention)
     checkpointing: str = "none"  # "none", "selective" (recompute attention core), "full"
 
+    def __post_init__(self) -> None:
+        _check(self)  # at once, so a bad shape never reaches GPT(cfg) or a rank of measure_fsdp2
+
 
 @dataclass
 class MemoryBreakdown:
@@ -60,6 +63,11 @@ class MemoryBreakdown:
     gradients: int  # bytes
     optimizer_states: int  # bytes
     activations: int  # bytes, peak held for backward under the config's checkpointing
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            _checks.integer("MemoryBreakdown", f.name, getattr(self, f.name), low=0)
+
 
     @property
     def total(self) -> int:
@@ -75,7 +83,9 @@ def _check(cfg, func: str = "MemoryConfig"):
     )
     for name in ("n_layers", "hidden", "n_heads", "seq_len", "micro_batch", "vocab", "mask_bytes"):
         value = getattr(cfg, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"MemoryConfig: `{name}` must be an int, got {value!r}.")
+        if value < 1:
             raise ValueError(f"MemoryConfig: `{name}` must be a positive int, got {value!r}.")
     if cfg.hidden % cfg.n_heads:
         raise ValueError(
@@ -93,13 +103,14 @@ def _check(cfg, func: str = "MemoryConfig"):
         )
     for name in ("param_dtype", "grad_dtype", "state_dtype", "activation_dtype", "master_dtype"):
         value = getattr(cfg, name)
-        if not isinstance(value, torch.dtype) and not (name == "master_dtype" and value is None):
-            raise TypeError(
-                f"MemoryConfig: `{name}` must be a torch.dtype, got {value!r}; "
-                "e.g. torch.bfloat16 or torch.float32."
-            )
-    if cfg.n_params is not None and cfg.n_params < 1:
-        raise ValueError(f"MemoryConfig: `n_params` must be positive or None, got {cfg.n_params}.")
+        if not (name == "master_dtype" and value is None):
+            _checks.dtype("MemoryConfig", name, value, fix="E.g. torch.bfloat16 or torch.float32.")
+    if cfg.n_params is not None:
+        _checks.integer("MemoryConfig", "n_params", cfg.n_params, fix="Or None to derive it.")
+    # an int, not a probability: the probability is GPT's `dropout` (0.1 would count as off)
+    fix = "It says whether dropout layers exist; their probability goes to GPT(cfg, dropout=...)."
+    _checks.boolean("MemoryConfig", "dropout", cfg.dropout, fix)
+    _checks.boolean("MemoryConfig", "stores_scores", cfg.stores_scores, "False: flash attention.")
 
 
 def parameter_count(cfg: MemoryConfig) -> int:
@@ -125,6 +136,8 @@ def layer_activation_bytes(cfg: MemoryConfig, stores_scores: bool | None = None)
     sbh(34 + 5as/h).
     """
     _check(cfg, "layer_activation_bytes")
+    if stores_scores is not None:
+        _checks.boolean("layer_activation_bytes", "stores_scores", stores_scores, "Or None.")
     s, b, h, a = cfg.seq_len, cfg.micro_batch, cfg.hidden, cfg.n_heads
     scores = cfg.stores_scores if stores_scores is None else stores_scores
     drop = int(cfg.dropout)
@@ -177,6 +190,7 @@ def training_memory(cfg: MemoryConfig) -> MemoryBreakdown:
         >>> (m.weights + m.master_weights + m.gradients + m.optimizer_states) / 7e9
         16.0
     """
+    _check(cfg, "training_memory")
     p = parameter_count(cfg)
     master = p * cfg.master_dtype.itemsize if cfg.master_dtype is not None else 0
     return MemoryBreakdown(
@@ -223,7 +237,7 @@ class GPT(nn.Module):
     def __init__(self, cfg: MemoryConfig, dropout: float = 0.1):
         super().__init__()
         _check(cfg, "GPT")
-        dropout = _checks.real("GPT", "dropout", dropout, low=0.0, high=1.0, strict=False)
+        dropout = _checks.bounded("GPT", "dropout", dropout, low=0.0, high=1.0, strict=False)
         self.vocab, self.seq_len = cfg.vocab, cfg.seq_len
         self.p = dropout if cfg.dropout else 0.0
         self.wte = nn.Embedding(cfg.vocab, cfg.hidden)
@@ -243,6 +257,11 @@ class GPT(nn.Module):
 
     def head(self, x, targets):  # x: (b, s, h) -> FP32 mean cross-entropy
         _checks.instance("GPT", "targets", targets, torch.Tensor)
+        if targets.dtype != torch.long:
+            raise TypeError(
+                f"GPT: `targets` must be torch.long token ids, got {targets.dtype} of shape "
+                f"{tuple(targets.shape)}; the loss takes the next token's id, not scores."
+            )
         if targets.shape != x.shape[:2] or (
             targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= self.vocab)
         ):

@@ -8,7 +8,6 @@ Theorem 2). Chapter 5b (docs/hardware.md) teaches it; figures come from gradflow
 
 from __future__ import annotations
 
-import math
 import weakref
 from dataclasses import dataclass
 
@@ -16,7 +15,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from gradflow_ref.hardware import gpu, peak_flops
+from gradflow_ref import _checks
+from gradflow_ref.hardware import _peak, gpu
 
 __all__ = [
     "Matmul",
@@ -45,6 +45,11 @@ class Matmul:
                 raise TypeError(f"Matmul: `{name}` must be an int, got {type(value).__name__}.")
             if value < 1:
                 raise ValueError(f"Matmul: `{name}` must be at least 1, got {value}.")
+        if self.flops > 1e300:  # bounds divide FLOPs and bytes by floats: keep them finite
+            raise ValueError(
+                f"Matmul: `m`, `n` and `k` must keep 2 * m * n * k within float range, got "
+                f"{_checks._show(self.flops)} FLOPs; no GPU bound applies at that size."
+            )
 
     @property
     def flops(self) -> int:
@@ -74,6 +79,11 @@ class Bound:
     time_s: float  # max(compute_s, memory_s): the fastest the kernel can run
     bound: str  # "memory" or "compute"
 
+    def __post_init__(self):
+        for f in ("intensity", "ridge", "attainable_flops", "compute_s", "memory_s", "time_s"):
+            _checks.bounded("Bound", f, getattr(self, f), low=0, strict=False)
+        _checks.choice("Bound", "bound", self.bound, ("memory", "compute"))
+
 
 def matmul_bound(mm: Matmul, name: str, dtype: str = "bf16", sparse: bool = False) -> Bound:
     """Bound the time of matmul `mm` on GPU `name` by its peak FLOP/s and HBM bandwidth.
@@ -97,8 +107,11 @@ def matmul_bound(mm: Matmul, name: str, dtype: str = "bf16", sparse: bool = Fals
         'memory'
     """
     if not isinstance(mm, Matmul):
-        raise TypeError(f"matmul_bound: `mm` must be a Matmul, got {type(mm).__name__}.")
-    peak = peak_flops(name, dtype, sparse=sparse)
+        raise TypeError(
+            f"matmul_bound: `mm` must be a Matmul, got {type(mm).__name__} {mm!r:.40}; "
+            "e.g. Matmul(m=4096, n=4096, k=4096)."
+        )
+    peak = _peak("matmul_bound", name, dtype, sparse)
     bandwidth = gpu(name).memory_bytes_per_s
     compute_s, memory_s = mm.flops / peak, mm.bytes / bandwidth
     return Bound(
@@ -118,8 +131,7 @@ def _check_attention(seq_len, head_dim, dtype_bytes, where):
         ("head_dim", head_dim),
         ("dtype_bytes", dtype_bytes),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{where}: `{pname}` must be a positive int, got {value!r}.")
+        _checks.count(where, pname, value)
 
 
 def attention_hbm_bytes(seq_len: int, head_dim: int, dtype_bytes: int = 2) -> int:
@@ -153,18 +165,15 @@ def flash_attention_hbm_bytes(
             and V (`sram_bytes` < 4 * head_dim * dtype_bytes).
     """
     _check_attention(seq_len, head_dim, dtype_bytes, "flash_attention_hbm_bytes")
-    if isinstance(sram_bytes, bool) or not isinstance(sram_bytes, int):
-        raise ValueError(
-            f"flash_attention_hbm_bytes: `sram_bytes` must be an int, got {sram_bytes!r}."
-        )
+    _checks.count("flash_attention_hbm_bytes", "sram_bytes", sram_bytes, fix="E.g. 100_000.")
     if sram_bytes < 4 * head_dim * dtype_bytes:
         raise ValueError(
             f"flash_attention_hbm_bytes: `sram_bytes` must hold at least 4 * head_dim elements "
             f"({4 * head_dim * dtype_bytes} bytes), got {sram_bytes}; raise it or lower head_dim."
         )
     n, d = seq_len, head_dim
-    block_c = math.ceil(sram_bytes // dtype_bytes / (4 * d))
-    t_c = math.ceil(n / block_c)
+    block_c = -(-(sram_bytes // dtype_bytes) // (4 * d))  # ceil, in ints: no float overflow
+    t_c = -(-n // block_c)
     elements = (n * d + 2 * n) + 2 * n * d + t_c * (3 * n * d + 4 * n)
     return elements * dtype_bytes
 
@@ -181,11 +190,12 @@ def training_days(flops: float, name: str, dtype: str = "bf16", mfu: float = 0.4
     Raises:
         ValueError: `flops` not positive and finite, or `mfu` outside (0, 1].
     """
-    if not (isinstance(flops, (int, float)) and math.isfinite(flops) and flops > 0):
-        raise ValueError(f"training_days: `flops` must be positive and finite, got {flops!r}.")
-    if not (isinstance(mfu, (int, float)) and 0 < mfu <= 1):
-        raise ValueError(f"training_days: `mfu` must be in (0, 1], got {mfu!r}; e.g. 0.4.")
-    return flops / (peak_flops(name, dtype) * mfu) / 86400
+    func = "training_days"
+    _checks.bounded(func, "flops", flops, low=0, fix="E.g. 3.14e23 for GPT-3.")
+    _checks.bounded(func, "mfu", mfu, low=0, fix="E.g. 0.4.")
+    if mfu > 1:
+        raise ValueError(f"{func}: `mfu` must be in (0, 1], got {mfu!r}; e.g. 0.4.")
+    return flops / (_peak(func, name, dtype) * mfu) / 86400
 
 
 class _LiveBytes(TorchDispatchMode):

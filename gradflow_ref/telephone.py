@@ -17,9 +17,14 @@ from gradflow_ref.flow import MLPConfig, build_mlp, gradient_norms
 __all__ = ["chain_gradients", "network_gradients"]
 
 
-def _check(factor: float, depth: int, func: str) -> None:
-    _checks.integer(func, "depth", depth, fix="Pass the number of layers, e.g. 50.")
-    _checks.real(func, "factor", factor, low=0, fix="Pass each layer's gain, e.g. 0.9 or 1.1.")
+# beyond this many layers any factor outside [0.93, 1.075] under- or overflows float64 anyway
+_MAX_DEPTH = 10_000
+
+
+def _check(factor: float, depth: int, func: str, device) -> None:
+    _checks.count(func, "depth", depth, high=_MAX_DEPTH, fix="Pass the layers, e.g. 50.")
+    _checks.bounded(func, "factor", factor, low=0, fix="Pass each layer's gain, e.g. 0.9 or 1.1.")
+    _checks.device(func, "device", device)
 
 
 def chain_gradients(factor: float, depth: int = 50, *, dtype=torch.float64, device=None):
@@ -44,7 +49,9 @@ def chain_gradients(factor: float, depth: int = 50, *, dtype=torch.float64, devi
         >>> chain_gradients(0.5, depth=3).tolist()
         [0.125, 0.25, 0.5]
     """
-    _check(factor, depth, "chain_gradients")
+    _check(factor, depth, "chain_gradients", device)
+    if dtype is not None:
+        _checks.dtype("chain_gradients", "dtype", dtype, fix="Autograd needs floats: torch.float64.")
     a = torch.ones((), dtype=dtype, device=device, requires_grad=True)
     inputs = []
     for _ in range(depth):
@@ -87,9 +94,11 @@ def network_gradients(
     Raises:
         ValueError: bad `factor`, `depth`, or an `init` other than "orthogonal" or "xavier".
     """
-    _check(factor, depth, "network_gradients")
-    _checks.integer("network_gradients", "width", width, fix="Pass features per layer, e.g. 64.")
-    _checks.integer("network_gradients", "batch", batch, fix="Pass rows per batch, e.g. 16.")
+    func = "network_gradients"
+    _check(factor, depth, func, device)
+    _checks.count(func, "width", width, fix="Pass features per layer, e.g. 64.")
+    _checks.count(func, "batch", batch, fix="Pass rows per batch, e.g. 16.")
+    _checks.count(func, "seed", seed, low=0, fix="torch.manual_seed takes 0 to 2**63 - 1.")
     if init not in ("orthogonal", "xavier"):
         raise ValueError(
             f"network_gradients: `init` must be 'orthogonal' or 'xavier', got {init!r}."

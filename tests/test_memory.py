@@ -140,7 +140,7 @@ def test_training_memory_checkpointing_shrinks_activations_only():
         ({"n_layers": 0}, "`n_layers` must be a positive int"),
         ({"optimizer": "lion"}, "`optimizer` must be one of"),
         ({"checkpointing": "sqrt"}, "`checkpointing` must be one of"),
-        ({"n_params": -5}, "`n_params` must be positive"),
+        ({"n_params": -5}, "`n_params` must be an integer >= 1"),
     ],
 )
 def test_training_memory_rejects_bad_config(kw, message):

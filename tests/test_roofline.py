@@ -103,7 +103,7 @@ def test_flash_attention_rejects_tiny_sram():
 
 
 def test_attention_rejects_non_positive_length():
-    with pytest.raises(ValueError, match="`seq_len` must be a positive int"):
+    with pytest.raises(ValueError, match="`seq_len` must be an integer from 1"):
         roofline.attention_hbm_bytes(0, 64)
 
 

@@ -67,7 +67,7 @@ def test_chain_gradients_rejects_bad_factor(factor):
 
 
 def test_chain_gradients_rejects_zero_depth():
-    with pytest.raises(ValueError, match="`depth` must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match="`depth` must be an integer from 1 to 10000, got 0"):
         chain_gradients(0.9, depth=0)
 
 
