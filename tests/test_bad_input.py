@@ -14,14 +14,19 @@ import torch
 from torch import nn
 
 from gradflow_ref import (
+    _ranks,
     accumulation,
     arena,
+    benchmarks,
     checkpointing,
     clipping,
     flow,
+    hardware,
     loss_scaling,
+    master,
     memory,
     pipeline,
+    roofline,
     telephone,
 )
 
@@ -450,6 +455,288 @@ CASES = {
         "`total_batch_size`",
     ),
 }
+
+
+def _fp16_master_of_big_weights():
+    model = nn.Linear(2, 2)
+    with torch.no_grad():
+        model.weight.fill_(1e6)
+    try:
+        master.MasterWeights(model, torch.float16)
+    finally:
+        assert torch.isfinite(model.weight).all(), "the refused cast still left inf behind"
+
+
+def _master_to_model_beyond_fp16():
+    mw = master.MasterWeights(nn.Linear(2, 2), torch.float16)
+    with torch.no_grad():
+        mw.params[0].fill_(1e6)
+    try:
+        mw.master_to_model()
+    finally:
+        assert torch.isfinite(mw.model.weight).all(), "the refused copy still wrote inf"
+
+
+def _no_ranks(monkeypatch_target):
+    """Call ddp_accumulation with ranks that fail the test if started: checks come first."""
+
+    def started(*args, **kwargs):
+        raise AssertionError("ranks were started before the arguments were checked")
+
+    original = accumulation.run_ranks
+    accumulation.run_ranks = started
+    try:
+        accumulation.ddp_accumulation(**monkeypatch_target)
+    finally:
+        accumulation.run_ranks = original
+
+
+_X = torch.randn(6, 8, dtype=torch.float64)
+_Y = torch.randint(0, 5, (6,))
+BIG = 10**400  # beyond float range
+# issue 35 item 6: the sweep over accumulation, clipping, loss_scaling, master, memory, roofline,
+# hardware, telephone, benchmarks and _ranks; each names the function, the argument and the value
+CASES |= {
+    "MasterWeights fp16 over weights of 1e6": (
+        _fp16_master_of_big_weights,
+        ValueError,
+        "`model` holds weight with \\|value\\| up to 1e\\+06",
+    ),
+    "master_to_model beyond fp16": (_master_to_model_beyond_fp16, ValueError, "`params`"),
+    "MemoryConfig(dropout=0.1)": (
+        lambda: memory.MemoryConfig(dropout=0.1),
+        TypeError,
+        "`dropout` must be True or False, got float 0.1",
+    ),
+    "MemoryConfig(stores_scores=2)": (
+        lambda: memory.MemoryConfig(stores_scores=2),
+        TypeError,
+        "`stores_scores` must be True or False",
+    ),
+    "MemoryConfig heads not dividing hidden": (
+        lambda: memory.MemoryConfig(hidden=10, n_heads=3),
+        ValueError,
+        "divisible by `n_heads`",
+    ),
+    "MemoryConfig n_params 7e9 float": (
+        lambda: memory.MemoryConfig(n_params=7e9),
+        TypeError,
+        "`n_params` must be an int",
+    ),
+    "MemoryConfig grad_dtype int64": (
+        lambda: memory.MemoryConfig(grad_dtype=torch.int64),
+        ValueError,
+        "`grad_dtype` must be a floating-point dtype",
+    ),
+    "MemoryBreakdown weights -1": (
+        lambda: memory.MemoryBreakdown(-1, 0, 0, 0, 0),
+        ValueError,
+        "`weights`",
+    ),
+    "GPT float targets": (
+        lambda: _gpt()(torch.tensor([[1, 2]]), torch.tensor([[1.0, 2.0]])),
+        TypeError,
+        "`targets` must be torch.long",
+    ),
+    "peak_flops sparse='no'": (
+        lambda: hardware.peak_flops("H100 SXM", "bf16", sparse="no"),
+        TypeError,
+        "peak_flops: `sparse` must be True or False, got str 'no'",
+    ),
+    "matmul_bound sparse='no'": (
+        lambda: roofline.matmul_bound(roofline.Matmul(1, 2, 3), "H100 SXM", "bf16", "no"),
+        TypeError,
+        "matmul_bound: `sparse`",
+    ),
+    "ridge_point unknown GPU": (
+        lambda: hardware.ridge_point("H100", "bf16"),
+        ValueError,
+        "ridge_point: `name` must be one of",
+    ),
+    "GPU memory_bytes -1": (
+        lambda: hardware.GPU("X", -1.0, 1e12, 1e11, 1e10, {"bf16": 1.0}),
+        ValueError,
+        "GPU: `memory_bytes` must be positive",
+    ),
+    "GPU tflops unknown key": (
+        lambda: hardware.GPU("X", 1e9, 1e12, 1e11, 1e10, {"int8": 1.0}),
+        ValueError,
+        "`tflops`",
+    ),
+    "OnChip sms 0": (
+        lambda: hardware.OnChip(0, 256, 192, 164, 40, "s"),
+        ValueError,
+        "OnChip: `sms`",
+    ),
+    "Bound bound 'cpu'": (
+        lambda: roofline.Bound(1.0, 1.0, 1.0, 1.0, 1.0, 1.0, "cpu"),
+        ValueError,
+        "Bound: `bound`",
+    ),
+    "Matmul beyond float range": (
+        lambda: roofline.Matmul(BIG, 2, 3),
+        ValueError,
+        "within float range",
+    ),
+    "training_days flops beyond float range": (
+        lambda: roofline.training_days(BIG, "H100 SXM"),
+        ValueError,
+        "training_days: `flops` is too large",
+    ),
+    "training_days mfu True": (
+        lambda: roofline.training_days(1e20, "H100 SXM", "bf16", True),
+        TypeError,
+        "`mfu`",
+    ),
+    "flash_attention_hbm_bytes sram_bytes 2.5": (
+        lambda: roofline.flash_attention_hbm_bytes(1024, 64, 2.5),
+        TypeError,
+        "`sram_bytes` must be an int",
+    ),
+    "StaticScaler(enabled='no')": (
+        lambda: loss_scaling.StaticScaler(enabled="no"),
+        TypeError,
+        "StaticScaler: `enabled` must be True or False, got str 'no'",
+    ),
+    "GradScaler init_scale beyond float32": (
+        lambda: loss_scaling.GradScaler(init_scale=1e308),
+        ValueError,
+        "`init_scale` must be at most 3.403e\\+38",
+    ),
+    "GradScaler init_scale beyond float range": (
+        lambda: loss_scaling.GradScaler(init_scale=BIG),
+        ValueError,
+        "`init_scale` is too large",
+    ),
+    "GradScaler device 'gpu'": (
+        lambda: loss_scaling.GradScaler("gpu"),
+        ValueError,
+        "`device` must be a device type",
+    ),
+    "GradScaler.step not an optimizer": (
+        lambda: loss_scaling.GradScaler().step("opt"),
+        TypeError,
+        "GradScaler.step: `optimizer` must be a Optimizer",
+    ),
+    "angle_between complex": (
+        lambda: clipping.angle_between(torch.tensor([1j, 0j]), torch.ones(2)),
+        TypeError,
+        "`u` must be a real tensor",
+    ),
+    "clip_grad_norm_ foreach 'no'": (
+        lambda: clipping.clip_grad_norm_(_params_without_grad(), 1.0, foreach="no"),
+        TypeError,
+        "`foreach` must be True or False",
+    ),
+    "clip_grad_norm_ error_if_nonfinite 'no'": (
+        lambda: clipping.clip_grad_norm_(_params_without_grad(), 1.0, error_if_nonfinite="no"),
+        TypeError,
+        "`error_if_nonfinite` must be True or False",
+    ),
+    "clip_grad_norm_ max_norm beyond float range": (
+        lambda: clipping.clip_grad_norm_(_params_without_grad(), BIG),
+        ValueError,
+        "`max_norm` is too large",
+    ),
+    "clip_grads_with_norm_ total_norm None": (
+        lambda: clipping.clip_grads_with_norm_(_params_without_grad(), 1.0, None),
+        TypeError,
+        "`total_norm` must be a Tensor",
+    ),
+    "accumulate_grad_ int inputs": (
+        lambda: accumulation.accumulate_grad_(accumulation.make_model(), [(_X.long(), _Y)]),
+        TypeError,
+        "`micro_batches\\[0\\]\\[0\\]` must be torch.float64",
+    ),
+    "accumulate_grad_ float targets": (
+        lambda: accumulation.accumulate_grad_(accumulation.make_model(), [(_X, _Y.double())]),
+        TypeError,
+        "`micro_batches\\[0\\]\\[1\\]` must hold class ids as torch.long",
+    ),
+    "accumulate_grad_ class id beyond the output": (
+        lambda: accumulation.accumulate_grad_(accumulation.make_model(), [(_X, _Y + 5)]),
+        ValueError,
+        "output has 5 classes",
+    ),
+    "accumulate_grad_ max_norm -1": (
+        lambda: accumulation.accumulate_grad_(accumulation.make_model(), [(_X, _Y)], max_norm=-1.0),
+        ValueError,
+        "`max_norm` must be positive",
+    ),
+    "ddp_accumulate_ model without no_sync": (
+        lambda: accumulation.ddp_accumulate_(accumulation.make_model(), [(_X, _Y), (_X, _Y)]),
+        TypeError,
+        "wrapped in DistributedDataParallel",
+    ),
+    "ddp_accumulation 10**6 ranks": (
+        lambda: _no_ranks(dict(world_size=10**6)),
+        ValueError,
+        "`world_size` must be an integer from 1 to 64",
+    ),
+    "ddp_accumulation timeout_s inf": (
+        lambda: _no_ranks(dict(timeout_s=INF)),
+        ValueError,
+        "`timeout_s`",
+    ),
+    "ddp_accumulation seed 'x'": (lambda: _no_ranks(dict(seed="x")), TypeError, "`seed`"),
+    "ddp_accumulation accum_steps 10**9": (
+        lambda: _no_ranks(dict(accum_steps=10**9)),
+        ValueError,
+        "global batch",
+    ),
+    "run_ranks unknown target": (
+        lambda: _ranks.run_ranks("gradflow_ref.nothere:f", 2, None, 10.0, "f"),
+        ValueError,
+        "run_ranks: `target`",
+    ),
+    "run_ranks world_size 0": (
+        lambda: _ranks.run_ranks("gradflow_ref.accumulation:_ddp_rank", 0, None, 10.0, "f"),
+        ValueError,
+        "`world_size`",
+    ),
+    "make_micro_batches count beyond int64": (
+        lambda: accumulation.make_micro_batches([BIG]),
+        ValueError,
+        "`token_counts`",
+    ),
+    "gradient_noise n_seeds beyond a loop": (
+        lambda: accumulation.gradient_noise(n_seeds=BIG),
+        ValueError,
+        "`n_seeds` must be an integer from 2 to 1000000",
+    ),
+    "chain_gradients depth 10**9": (
+        lambda: telephone.chain_gradients(0.9, 10**9),
+        ValueError,
+        "`depth` must be an integer from 1 to 10000",
+    ),
+    "chain_gradients int dtype": (
+        lambda: telephone.chain_gradients(0.9, 3, dtype=torch.int64),
+        ValueError,
+        "`dtype` must be a floating-point dtype",
+    ),
+    "chain_gradients device 'gpu'": (
+        lambda: telephone.chain_gradients(0.9, 3, device="gpu"),
+        ValueError,
+        "chain_gradients: `device`",
+    ),
+    "network_gradients seed -1": (
+        lambda: telephone.network_gradients(0.9, 3, seed=-1),
+        ValueError,
+        "network_gradients: `seed`",
+    ),
+    "committed_runs device_type 3": (
+        lambda: benchmarks.committed_runs(3),
+        TypeError,
+        "`device_type`",
+    ),
+}
+
+
+def test_angle_between_survives_overflow_and_underflow():
+    x = torch.tensor([1.0, 0.0], dtype=torch.float64)
+    for big in (1e300, 1e-200):
+        u = torch.tensor([big, big], dtype=torch.float64)
+        assert clipping.angle_between(u, x) == pytest.approx(45.0, abs=1e-9)
 
 
 @pytest.mark.parametrize("case", list(CASES))
