@@ -27,7 +27,13 @@ def real(func: str, name: str, value, low=None, high=None, fix: str = "", strict
         raise TypeError(
             f"{func}: `{name}` must be a number, got {type(value).__name__} {value!r}.{_fix(fix)}"
         )
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int beyond float range
+        raise ValueError(
+            f"{func}: `{name}` must be a finite number, got an int of {value.bit_length()} bits, "
+            f"beyond float range.{_fix(fix)}"
+        ) from None
     above = low is None or (value > low if strict else value >= low)
     below = high is None or (value < high if strict else value <= high)
     if not (math.isfinite(value) and above and below):

@@ -744,3 +744,12 @@ def test_bad_value_raises_a_clear_error(case):
     call, error, match = CASES[case]
     with pytest.raises(error, match=match):
         call()
+
+
+def test_real_refuses_an_int_beyond_float_range_with_a_value_error():
+    from gradflow_ref import _checks
+
+    with pytest.raises(
+        ValueError, match=r"f: `x` must be a finite number, got an int of 1329 bits"
+    ):
+        _checks.real("f", "x", 10**400)
