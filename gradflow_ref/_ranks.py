@@ -177,8 +177,8 @@ def _check_ranks(target, world_size, spec, timeout_s, func) -> None:
         found = False
     if not (module and name and found):
         raise ValueError(
-            f"{where}: `target` must name an importable function as \"module:function\", got "
-            f"{target!r}; e.g. \"gradflow_ref.accumulation:_ddp_rank\"."
+            f'{where}: `target` must name an importable function as "module:function", got '
+            f'{target!r}; e.g. "gradflow_ref.accumulation:_ddp_rank".'
         )
     _checks.count(where, "world_size", world_size, high=MAX_RANKS, fix="Each rank is a process.")
     _checks.bounded(where, "timeout_s", timeout_s, 0, MAX_TIMEOUT_S, "E.g. 180.0.", strict=False)

@@ -28,7 +28,11 @@ _FLOAT32_MAX = torch.finfo(torch.float32).max  # the scale is a float32 tensor, 
 
 
 def _positive(func: str, name: str, value, lo: float = 0.0, hi: float = math.inf) -> float:
-    fix = "A scale must stay a finite float32." if name in ("init_scale", "scale", "new_scale") else ""
+    fix = (
+        "A scale must stay a finite float32."
+        if name in ("init_scale", "scale", "new_scale")
+        else ""
+    )
     value = _checks.bounded(func, name, value, lo, None if math.isinf(hi) else hi, fix)
     if fix and value > _FLOAT32_MAX:
         raise ValueError(

@@ -74,10 +74,12 @@ class MasterWeights:
 
     @torch.no_grad()
     def master_to_model(self) -> None:
-        """Copy the (updated) FP32 masters into the model, rounding to nearest even in `dtype`."""
-        names = [name for name, _ in self.model.named_parameters()]
-        _fits("MasterWeights.master_to_model", "params", dict(zip(names, self.params)), self.dtype,
-              "the copy (nothing was copied)")
+        """Copy the (updated) FP32 masters into the model, rounding to nearest even in `dtype`.
+
+        A master beyond `dtype`'s range becomes inf in the model, as any cast does: that is how
+        a diverging FP16 run shows itself, so it is not refused here (the constructor refuses
+        weights that would overflow before training starts).
+        """
         for p, m in self._pairs():
             p.copy_(m)
 
@@ -95,7 +97,7 @@ class MasterWeights:
 
 @torch.no_grad()
 def _fits(func: str, arg: str, params: dict, dtype: torch.dtype, action: str) -> None:
-    """Refuse values `dtype` cannot hold before anything is cast: inf would replace them silently."""
+    """Refuse values `dtype` cannot hold before anything is cast (inf would replace them)."""
     limit = torch.finfo(dtype).max
     for name, p in params.items():
         if p.numel() and not bool(p.detach().abs().amax() <= limit):  # also catches nan

@@ -68,7 +68,6 @@ class MemoryBreakdown:
         for f in fields(self):
             _checks.integer("MemoryBreakdown", f.name, getattr(self, f.name), low=0)
 
-
     @property
     def total(self) -> int:
         return sum(getattr(self, f.name) for f in fields(self))

@@ -51,7 +51,9 @@ def chain_gradients(factor: float, depth: int = 50, *, dtype=torch.float64, devi
     """
     _check(factor, depth, "chain_gradients", device)
     if dtype is not None:
-        _checks.dtype("chain_gradients", "dtype", dtype, fix="Autograd needs floats: torch.float64.")
+        _checks.dtype(
+            "chain_gradients", "dtype", dtype, fix="Autograd needs floats: torch.float64."
+        )
     a = torch.ones((), dtype=dtype, device=device, requires_grad=True)
     inputs = []
     for _ in range(depth):

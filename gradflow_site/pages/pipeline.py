@@ -197,7 +197,10 @@ def stage_widget(
         ]
         for i, (name, dtype, in_loop, _) in enumerate(full["stages"])
     ]
-    static = "<p>FP16 with accumulation and checkpointing, as traced from one <code>Trainer.step</code>.</p>"
+    static = (
+        "<p>FP16 with accumulation and checkpointing, "
+        "as traced from one <code>Trainer.step</code>.</p>"
+    )
     static += markdown.markdown(
         table(["#", "Stage", "Tensors", "Runs"], rows, "rlll"), extensions=["tables"]
     )
