@@ -11,7 +11,7 @@ export NO_MKDOCS_2_WARNING := 1
 export MPLBACKEND := Agg
 export OMP_NUM_THREADS := 1
 
-.PHONY: help env serve build offline test bench lighthouse screenshots linkcheck lock clean notebooks
+.PHONY: help env serve build offline test repro bench lighthouse screenshots linkcheck lock clean notebooks
 
 help:  ## list the tasks
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/'
@@ -45,6 +45,14 @@ offline: $(STAMP)  ## build a copy for reading without a server: gradient-flow-o
 
 test: $(STAMP) $(NODE_STAMP)  ## run the whole test suite (snippets, reference vs torch, build, browser)
 	$(BIN)/python -m pytest -n auto --dist worksteal
+
+# clean builds (no execution cache), the second rendering every page in one process
+repro: $(STAMP)  ## build the site twice and check that the two are byte for byte the same
+	rm -rf build/repro
+	GRADFLOW_EXEC_CACHE=0 $(BIN)/mkdocs build --strict --site-dir build/repro/first
+	GRADFLOW_EXEC_CACHE=0 GRADFLOW_PARALLEL=0 $(BIN)/mkdocs build --strict --site-dir build/repro/second
+	diff -r --brief build/repro/first build/repro/second
+	@echo "Two clean builds are byte for byte the same."
 
 bench: $(STAMP)  ## print clean/rebuild build times, test-suite time and page sizes
 	$(BIN)/python -m tools.bench

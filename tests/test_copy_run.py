@@ -18,7 +18,6 @@ import textwrap
 import pytest
 
 from tests._forkrun import reader_env
-from tests._pending import param
 from tests._site import ROOT
 from tests.test_drift import PYTHON, code_blocks
 
@@ -96,7 +95,7 @@ def run_as_copied(
 
 
 @pytest.mark.build
-@pytest.mark.parametrize("page", [param(p.name, p) for p in PAGES])
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_shown_code_runs_as_copied(page, tmp_path, site, forkrun):
     result, blocks = run_as_copied(page, tmp_path, forkrun)
     rel = page.relative_to(ROOT)

@@ -20,7 +20,6 @@ import nbformat
 import pytest
 
 from tests._forkrun import reader_env
-from tests._pending import param
 from tests._site import ROOT
 from tests.test_labs import CHAPTERS
 
@@ -52,7 +51,7 @@ for mod in sorted(m for m in sys.modules if m.startswith("gradflow_ref.")):
 
 
 @pytest.mark.long(seconds=2)
-@pytest.mark.parametrize("name", [param(n) for n in sorted(CHAPTERS)])
+@pytest.mark.parametrize("name", sorted(CHAPTERS))
 def test_notebook_runs_from_an_empty_folder(name, tmp_path, forkrun):
     from gradflow_site import labs
 

@@ -7,12 +7,11 @@ import re
 
 import pytest
 
-from tests._pending import PENDING, param
 from tests._site import ROOT
 from tests.test_drift import EXECUTED, PYTHON, code_blocks
 
 PAGES = sorted((ROOT / "docs").glob("*.md"))
-PAGE_PARAMS = [param(p.name, p) for p in PAGES]
+PAGE_PARAMS = [pytest.param(p, id=p.name) for p in PAGES]
 BUDGET_SITE, BUDGET_BLOCK = 150, 6
 # the reader never saw where the guide came from: no page argues with an unnamed source (a
 # phrase may break across lines: a space in it matches any run of white space)
@@ -74,7 +73,6 @@ def test_page_blocks_hold_at_most_six_lines_of_own_python(page):
     assert not long, f"{page.name}: blocks over {BUDGET_BLOCK} lines (line, lines): {long}"
 
 
-@pytest.mark.xfail(bool(PENDING), reason=f"issue 14: {sorted(PENDING)} not yet in Markdown")
 def test_site_holds_at_most_150_lines_of_python_written_in_chapters():
     total = {p.name: sum(len(own) for _, own in chapter_python(p)) for p in PAGES}
     assert sum(total.values()) <= BUDGET_SITE, f"{sum(total.values())} lines: {total}"
@@ -82,11 +80,7 @@ def test_site_holds_at_most_150_lines_of_python_written_in_chapters():
 
 def test_rewritten_chapters_hold_at_most_12_lines_of_python_each():
     # the site's 150 lines shared by its pages: about 12 a page
-    total = {
-        p.name: sum(len(own) for _, own in chapter_python(p))
-        for p in PAGES
-        if p.stem not in PENDING
-    }
+    total = {p.name: sum(len(own) for _, own in chapter_python(p)) for p in PAGES}
     assert all(n <= 12 for n in total.values()), total
 
 

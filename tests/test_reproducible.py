@@ -1,4 +1,6 @@
-"""Reproducible on any day: the built site carries the last commit's date, not the build's."""
+"""Reproducible on any day and in any process: the built site carries the last commit's date,
+and two clean builds write the same bytes. Here a small site with every kind of output the
+build renders is built twice; `make repro` builds the whole guide twice (CI runs it)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,85 @@ import subprocess
 
 import pytest
 
-from tests._site import ROOT
+from tests._site import ROOT, child_config, mkdocs_build
+
+# inline values, a figure (SVG), a table, a quiz, a widget and its data, MathML, and the lab of
+# telephone.md (a notebook to download)
+PAGES = {
+    "index.md": "# Home\n\n$$\nf^{L} = \\prod_{k=1}^{L} f\n$$\n\nSee [the game](telephone.md).\n",
+    "telephone.md": """# The telephone game
+
+A product of $L$ factors.
+
+```python exec="1" source="above" result="text" session="t"
+import torch
+torch.manual_seed(0)
+x = torch.rand(4)
+print(f"{x.sum():.4f}")
+```
+
+The sum is `{python} f"{x.sum():.4f}"`, the largest of `{python} len(x)` is
+`{python} f"{x.max():.4f}"`.
+
+```python exec="1" session="t"
+from gradflow_site.render import table
+print(table(["value", "square"], [[f"{v:.3f}", f"{v * v:.3f}"] for v in x.tolist()], "rr"))
+```
+
+```python exec="1" html="1" session="t"
+import matplotlib.pyplot as plt
+from gradflow_site.render import svg
+fig, ax = plt.subplots()
+ax.plot(x.tolist())
+print(svg(fig))
+```
+
+**Four random numbers.** In the order drawn.
+{: .gf-caption }
+
+```python exec="1" html="1" session="t"
+from gradflow_site.pages import telephone as page
+print(page.widget())
+```
+
+**The telephone game, layer by layer.** Gradient norms for the factor on the slider.
+{: .gf-caption }
+
+!!! quiz "Which factor keeps the message?"
+
+    Fifty people pass a number on, each multiplying it by the same factor.
+
+    - [x] Exactly one
+        Any other factor shrinks or grows it geometrically.
+    - [ ] Anything close to one
+        0.95 to the fiftieth power is under a tenth.
+""",
+}
+
+
+@pytest.mark.build
+def test_two_clean_builds_write_the_same_bytes(tmp_path):
+    # the first renders pages in two processes (gradflow_site/parallel.py), the second in one
+    cfg = child_config(tmp_path / "project", PAGES)
+    sites = [tmp_path / "parallel", tmp_path / "serial"]
+    for site, parallel in zip(sites, (True, False)):
+        result = mkdocs_build(site, config=cfg, parallel=parallel)
+        assert result.returncode == 0, result.stdout + result.stderr
+    files = sorted(p.relative_to(sites[0]) for p in sites[0].rglob("*") if p.is_file())
+    html = (sites[0] / "telephone" / "index.html").read_text(encoding="utf-8")
+    for part in (
+        "<math",
+        "<svg",
+        "<table",
+        "data-gf-data=",
+        'class="quiz"',
+        "labs/telephone.ipynb",
+    ):
+        assert part in html, f"the test site renders no {part}"
+    assert "labs/telephone.ipynb" in set(map(str, files))
+    assert sorted(p.relative_to(sites[1]) for p in sites[1].rglob("*") if p.is_file()) == files
+    differ = [str(f) for f in files if (sites[0] / f).read_bytes() != (sites[1] / f).read_bytes()]
+    assert not differ, f"two clean builds differ in: {differ}"
 
 
 @pytest.mark.build

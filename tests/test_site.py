@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import time
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -14,7 +12,6 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import torch
 
-from tests import _site
 from tests._site import ROOT, child_config, mkdocs_build
 
 pytestmark = pytest.mark.build
@@ -27,47 +24,6 @@ def _pages(site_dir: Path) -> list[Path]:
 def test_build_strict_succeeds_without_warnings(site):
     assert (site / "index.html").exists()
     assert (site / "telephone" / "index.html").exists()
-
-
-@pytest.mark.timeout(900)  # it waits for the second, low-priority build
-def test_build_is_byte_reproducible(site, serial_site):
-    # the shared build renders chapters in two processes (gradflow_site/parallel.py), the
-    # second in one: the same bytes also show that the split changes nothing
-    files = sorted(p.relative_to(site) for p in site.rglob("*") if p.is_file())
-    assert {f.suffix for f in files} >= {".html", ".png", ".json"}, "files missing"
-    assert (
-        sorted(p.relative_to(serial_site) for p in serial_site.rglob("*") if p.is_file()) == files
-    )
-    differ = [str(f) for f in files if (site / f).read_bytes() != (serial_site / f).read_bytes()]
-    assert not differ, f"two clean builds (parallel and serial) differ in: {differ}"
-
-
-@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's idle class only")
-def test_the_low_priority_build_runs_in_the_idle_class(monkeypatch, tmp_path):
-    # what mkdocs_build hands subprocess.run for a build with `nice`, applied to a probe
-    seen = {}
-    monkeypatch.setattr(_site.subprocess, "run", lambda cmd, **kw: seen.update(cmd=cmd, **kw))
-    _site.mkdocs_build(tmp_path / "site", nice=19, parallel=False)
-    monkeypatch.undo()
-    # a probe that needs next to no CPU: a process in the idle class runs only on a free core,
-    # and a Python probe waited up to 10 s for one in a busy run; its class and nice are read
-    # from outside
-    nice = ["nice", "-n", "19"] if seen["cmd"][0] == "nice" else []
-    assert seen["cmd"][: len(nice)] == nice
-    probe = subprocess.Popen([*nice, "sleep", "60"], preexec_fn=seen["preexec_fn"])
-    try:
-        assert os.sched_getscheduler(probe.pid) == os.SCHED_IDLE
-        want, deadline = (19 if nice else os.nice(0)), time.monotonic() + 30
-        while os.getpriority(os.PRIO_PROCESS, probe.pid) != want and time.monotonic() < deadline:
-            time.sleep(0.02)  # `nice` itself sets it, then starts sleep
-        assert os.getpriority(os.PRIO_PROCESS, probe.pid) == want
-    finally:
-        probe.kill()
-        probe.wait()
-    # the shared build, and the tests' own builds, keep the usual class
-    monkeypatch.setattr(_site.subprocess, "run", lambda cmd, **kw: seen.update(cmd=cmd, **kw))
-    _site.mkdocs_build(tmp_path / "site")
-    assert seen["preexec_fn"] is None and seen["cmd"][0] != "nice"
 
 
 def test_every_page_carries_the_verification_stamp(site):
@@ -261,7 +217,6 @@ def test_link_checker_finds_a_broken_file_and_anchor(tmp_path):
 def test_the_wheel_ships_gradflow_ref_only(tmp_path):
     """gradflow_site (the build) and tools/ run from the checkout; `pip install .` gets the
     reference implementation alone (mkdocs.yml's first hook puts the checkout on sys.path)."""
-    import subprocess
     import sys
     import zipfile
 

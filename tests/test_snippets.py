@@ -14,7 +14,6 @@ import sys
 
 import pytest
 
-from tests._pending import param
 from tests._site import ROOT
 
 SNIPPETS = sorted((ROOT / "snippets").glob("*.py"))
@@ -50,7 +49,7 @@ def test_snippet_runs_on_cuda(path):
     assert result.returncode == 0, f"{path.name} failed on CUDA:\n{result.stdout}\n{result.stderr}"
 
 
-@pytest.mark.parametrize("path", [param(p.name, p) for p in SNIPPETS])
+@pytest.mark.parametrize("path", SNIPPETS, ids=lambda p: p.name)
 def test_snippet_picks_its_device_once(path):
     text = path.read_text(encoding="utf-8")
     assert text.count('device = "cuda" if torch.cuda.is_available() else "cpu"') == 1, (
