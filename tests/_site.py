@@ -21,8 +21,7 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
-# mkdocs.yml's hooks, in its order (a child config names them by absolute path)
-HOOKS = ", ".join(str(ROOT / "gradflow_site" / f) for f in ("reproducible.py", "hooks.py"))
+HOOKS = f"{ROOT}/gradflow_site/reproducible.py, {ROOT}/gradflow_site/hooks.py"  # mkdocs.yml's
 TAG = "GRADFLOW_TEST_RUN"  # the environment variable every process of one test run carries
 
 
@@ -84,11 +83,10 @@ def start_run(cache: Path) -> Path:
 def tagged_processes(tag: str, var: str = TAG) -> list[str]:
     """'pid command' of every live process but this one whose environment has var=tag."""
     found = []
-    for proc in psutil.process_iter():
+    for p in psutil.process_iter():
         with contextlib.suppress(psutil.Error):  # gone meanwhile, or not ours to read
-            if proc.pid != os.getpid() and proc.status() != psutil.STATUS_ZOMBIE:
-                if proc.environ().get(var) == tag:
-                    found.append(f"{proc.pid} {' '.join(proc.cmdline())[:200]}")
+            if p.pid != os.getpid() and p.environ().get(var) == tag and p.status() != "zombie":
+                found.append(f"{p.pid} {' '.join(p.cmdline())[:200]}")
     return found
 
 

@@ -8,6 +8,7 @@ behind fails (tests/_site.py). GRADFLOW_TEST_SITE=DIR tests a site built there (
 import contextlib
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,9 +34,9 @@ def _once(config, name: str, compute):
         result = {"error": f"{name} failed in another test process"}
         try:
             result = {"value": compute()}
-        finally:
-            path.with_suffix(".partial").write_text(json.dumps(result), encoding="utf-8")
-            path.with_suffix(".partial").replace(path)
+        finally:  # written whole, then renamed: a waiting process reads all or nothing
+            (part := path.with_suffix(".partial")).write_text(json.dumps(result), encoding="utf-8")
+            part.replace(path)
     assert "error" not in result, result["error"]
     return result["value"]
 
@@ -97,7 +98,7 @@ def server(site):
 
 @pytest.fixture(scope="session")
 def searchable_server(server):
-    """The same: every test's server has the site's search index."""
+    """The same server (every page load builds Material's search index)."""
     return server
 
 
@@ -106,8 +107,11 @@ def browser():
     """Headless chromium (Playwright); skips without it locally, fails under CI."""
     _browser.require(_browser.TEST_BROWSER, "no Chrome or Chromium (set CHROME_PATH)")
     playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=_browser.TEST_BROWSER, args=_browser.ARGS)
+    # a TMPDIR of its own, removed after: Chromium can leave a scratch file behind when many
+    # contexts close
+    with tempfile.TemporaryDirectory() as tmp, playwright.sync_playwright() as p:
+        options = {"args": _browser.ARGS, "env": {**os.environ, "TMPDIR": tmp}}
+        chromium = p.chromium.launch(executable_path=_browser.TEST_BROWSER, **options)
         yield chromium
         chromium.close()
 

@@ -32,15 +32,15 @@ def test_a_forked_program_sees_what_a_fresh_interpreter_shows(tmp_path, forkrun)
     assert all(a != b for a, b in zip(*seeds)), seeds
 
 
-@pytest.mark.parametrize(
-    ("code", "returncode", "stdout", "stderr"),
-    [
-        ("import sys; print('out'); sys.exit(3)", 3, "out\n", ""),
-        ("raise ValueError('bad value: the fix')", 1, "", "ValueError: bad value: the fix"),
-        ("import warnings; warnings.warn('old API')", 1, "", "UserWarning: old API"),
-        ("import no_such_module", 1, "", "ModuleNotFoundError"),
-    ],
-)
+EXITS = [  # (program, exit code, stdout, part of stderr)
+    ("import sys; print('out'); sys.exit(3)", 3, "out\n", ""),
+    ("raise ValueError('bad value: the fix')", 1, "", "ValueError: bad value: the fix"),
+    ("import warnings; warnings.warn('old API')", 1, "", "UserWarning: old API"),
+    ("import no_such_module", 1, "", "ModuleNotFoundError"),
+]
+
+
+@pytest.mark.parametrize(("code", "returncode", "stdout", "stderr"), EXITS)
 def test_a_forked_program_exits_as_a_fresh_one(tmp_path, forkrun, code, returncode, stdout, stderr):
     (tmp_path / "p.py").write_text(code + "\n", encoding="utf-8")
     result = forkrun.run("p.py", tmp_path, reader_env())

@@ -40,7 +40,7 @@ def test_a_test_run_that_leaves_a_file_or_a_process_fails(tmp_path):
     cmd = [sys.executable, "-m", "pytest", *args, str(tmp_path), str(tmp_path / "test_dirty.py")]
     result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     pids = [int(p) for p in re.findall(r"process (\d+) ", result.stdout)]
-    for pid in pids:
+    for pid in pids:  # the forgotten process
         os.kill(pid, signal.SIGKILL)
     assert "1 passed" in result.stdout and result.returncode == 1, result.stdout + result.stderr
     assert re.search(r"left behind: .*gradflow-test-run-\w+/forgotten-", result.stdout)
@@ -56,7 +56,9 @@ def test_a_notebook_run_leaves_no_temporary_file_and_no_process(tmp_path):
     notebook = labs.write_all(tmp_path / "labs", {"telephone": "The telephone game"})[0]
     (tmp_path / "tmp").mkdir()
     env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"), GRADFLOW_NOTEBOOK_RUN=str(tmp_path))
+    env.update(OMP_NUM_THREADS="1", MPLBACKEND="Agg")
     args = ["--to", "notebook", "--execute", "--output-dir", str(tmp_path / "out"), str(notebook)]
-    subprocess.run([sys.executable, "-m", "nbconvert", *args], env=env, check=True, timeout=300)
+    cmd = [sys.executable, "-m", "nbconvert", *args]
+    subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=300)
     assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []
     assert tagged_processes(str(tmp_path), var="GRADFLOW_NOTEBOOK_RUN") == []
