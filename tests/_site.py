@@ -25,10 +25,10 @@ HOOKS = f"{ROOT}/gradflow_site/reproducible.py, {ROOT}/gradflow_site/hooks.py"  
 TAG = "GRADFLOW_TEST_RUN"  # the environment variable every process of one test run carries
 
 
-def mkdocs_build(site_dir: Path, config=None, timeout=900, cache=False, parallel=True, runner=None):
+def mkdocs_build(site_dir: Path, config=None, timeout=900, cache=False, parallel=True):
     """Run `mkdocs build --strict` (execution cache off unless `cache`; `parallel=False`: all
     pages in one process) with a TMPDIR beside `site_dir` and the tag GRADFLOW_BUILD=site_dir
-    (tests/test_leftovers.py checks both); return the process. `runner` is accepted, unused."""
+    (tests/test_leftovers.py checks both); return the process."""
     tmp = Path(f"{site_dir}.tmp")
     tmp.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1", MPLBACKEND="Agg", OMP_NUM_THREADS="1")
@@ -53,9 +53,9 @@ def child_config(tmp: Path, pages: dict[str, str], nav: list | None = None, extr
     return tmp / "mkdocs.yml"
 
 
-def tiny_build(tmp: Path, page: str | dict[str, str], runner=None) -> subprocess.CompletedProcess:
+def tiny_build(tmp: Path, page: str | dict[str, str]) -> subprocess.CompletedProcess:
     """Build a site of one page (index.md) or of `page` (name -> Markdown) with only the hooks
-    and markdown-exec, by the console script; return the process. `runner`: unused."""
+    and markdown-exec, by the console script; return the process."""
     (tmp / "docs").mkdir(parents=True, exist_ok=True)
     for name, text in (page if isinstance(page, dict) else {"index.md": page}).items():
         (tmp / "docs" / name).write_text(text, encoding="utf-8")

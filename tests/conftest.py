@@ -121,9 +121,3 @@ def forkrun():
     """Runs a reader's program as `python -I -W error` would, torch already imported."""
     with contextlib.closing(ForkRunner(reader_env())) as runner:
         yield runner
-
-
-@pytest.fixture(scope="session")
-def build_runner():
-    """How the tests' small builds run: None, a new process each (tests/_site.py)."""
-    return None

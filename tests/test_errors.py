@@ -56,12 +56,11 @@ def test_check_includes_names_a_missing_file():
 
 
 @pytest.mark.build
-def test_strict_build_reports_a_raising_block_once(tmp_path, build_runner):
+def test_strict_build_reports_a_raising_block_once(tmp_path):
     result = tiny_build(
         tmp_path,
         '# T\n\n```python exec="1" session="t"\nx = 1\ny = nope\n```\n\n'
         '```python exec="1" session="t"\nprint(y)\n```\n\nValue `{python} y`.\n',
-        runner=build_runner,
     )
     warnings = [line for line in result.stderr.splitlines() if line.startswith("WARNING")]
     assert result.returncode == 1
@@ -82,7 +81,7 @@ while not claim.exists() and time.monotonic() < deadline:
 
 
 @pytest.mark.build
-def test_strict_build_reports_a_block_that_raised_in_the_parallel_fork(tmp_path, build_runner):
+def test_strict_build_reports_a_block_that_raised_in_the_parallel_fork(tmp_path):
     # the fork renders the last page (gradflow_site/parallel.py): it hands over the block that
     # ran, and the build runs the raising one itself and reports it, once. The first page
     # waits until the fork has claimed the last, or on a busy machine the build could reach
@@ -94,7 +93,6 @@ def test_strict_build_reports_a_block_that_raised_in_the_parallel_fork(tmp_path,
             "zz.md": '# Z\n\n```python exec="1" session="z"\nx = 1\n```\n\n'
             '```python exec="1" session="z"\ny = x + nope\n```\n',
         },
-        runner=build_runner,
     )
     warnings = [line for line in result.stderr.splitlines() if line.startswith("WARNING")]
     assert result.returncode == 1

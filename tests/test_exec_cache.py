@@ -30,10 +30,10 @@ def _outputs(site) -> list[str]:
     return re.findall(r"<p>((?:sum|mean|max) [0-9.]+)</p>", html)
 
 
-def test_exec_cache_partial_hit_equals_clean_build(tmp_path, build_runner):
+def test_exec_cache_partial_hit_equals_clean_build(tmp_path):
     def build(last: str, name: str, cache: bool):
         cfg = child_config(tmp_path / "proj", {"index.md": PAGE.replace("{LAST}", last)})
-        result = mkdocs_build(tmp_path / name, config=cfg, cache=cache, runner=build_runner)
+        result = mkdocs_build(tmp_path / name, config=cfg, cache=cache)
         assert result.returncode == 0, result.stdout + result.stderr
         return result.stdout + result.stderr
 

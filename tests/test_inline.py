@@ -149,12 +149,11 @@ def test_transform_leaves_code_blocks_alone():
 
 
 @pytest.mark.build
-def test_strict_build_fails_on_a_bad_inline_value(tmp_path, build_runner):
+def test_strict_build_fails_on_a_bad_inline_value(tmp_path):
     result = tiny_build(
         tmp_path,
         '# T\n\n```python exec="1" session="t"\nx = 1\n```\n\nGood `{python} x`, bad '
         "`{python} nope`.\n",
-        runner=build_runner,
     )
     assert result.returncode == 1
     assert (
@@ -164,13 +163,12 @@ def test_strict_build_fails_on_a_bad_inline_value(tmp_path, build_runner):
 
 
 @pytest.mark.build
-def test_strict_build_fails_on_a_name_rebound_after_the_prose_used_it(tmp_path, build_runner):
+def test_strict_build_fails_on_a_name_rebound_after_the_prose_used_it(tmp_path):
     result = tiny_build(
         tmp_path,
         '# T\n\n```python exec="1" session="t"\ntotal = 100\n```\n\n`{python} total` steps.'
         '\n\n```python exec="1" session="t"\ntotal = 2 ** 19\n```\n\n`{python} 400 // total`'
         " times.\n",
-        runner=build_runner,
     )
     assert result.returncode == 1
     assert (

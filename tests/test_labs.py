@@ -4,12 +4,16 @@ needs to run outside the repository. (The two labs on the site are also executed
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import nbformat
 import pytest
 import yaml
 
 from gradflow_site import labs
-from tests._site import ROOT
+from tests._site import ROOT, tagged_processes
 
 
 def _nav():
@@ -66,3 +70,16 @@ def test_a_lab_that_reads_committed_runs_carries_them():
     assert sorted(n.removeprefix("committed/") for n in files if "/" in n) == committed
     assert "benchmarks.py" in files
     assert not any("/" in n for n in labs.library_files("from gradflow_ref.flow import mlp\n"))
+
+
+def test_a_notebook_run_leaves_no_temporary_file_and_no_process(tmp_path):
+    """A lab run as Jupyter runs it (a kernel, the setup cell's module folder) cleans up."""
+    notebook = labs.write_all(tmp_path / "labs", {"telephone": "The telephone game"})[0]
+    (tmp_path / "tmp").mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"), GRADFLOW_NOTEBOOK_RUN=str(tmp_path))
+    env.update(OMP_NUM_THREADS="1", MPLBACKEND="Agg")
+    args = ["--to", "notebook", "--execute", "--output-dir", str(tmp_path / "out"), str(notebook)]
+    cmd = [sys.executable, "-m", "nbconvert", *args]
+    subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=300)
+    assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []
+    assert tagged_processes(str(tmp_path), var="GRADFLOW_NOTEBOOK_RUN") == []

@@ -1,6 +1,6 @@
-"""Nothing left behind: the strict build leaves its temporary directory empty and no process
-alive, a lab run as Jupyter runs it cleans up, and a test run that leaves a file or a process
-fails and names them (conftest.py, with tests/_site.py's start_run and finish_run)."""
+"""A test run that leaves a file or a process behind fails and names them (conftest.py, with
+tests/_site.py's start_run and finish_run). That the build and a lab leave nothing is checked in
+tests/test_site.py and tests/test_labs.py."""
 
 import os
 import re
@@ -8,19 +8,7 @@ import signal
 import subprocess
 import sys
 
-import pytest
-
-from tests._site import ROOT, TAG, tagged_processes
-
-
-@pytest.mark.build
-def test_build_leaves_no_temporary_file_and_no_process(site):
-    temp = site.parent / f"{site.name}.tmp"  # the build's TMPDIR (tests/_site.py)
-    if not temp.exists():
-        pytest.skip("the site was not built by this test run (GRADFLOW_TEST_SITE)")
-    assert not list(temp.iterdir()), f"the build left {sorted(p.name for p in temp.iterdir())}"
-    assert tagged_processes(str(site), var="GRADFLOW_BUILD") == []
-
+from tests._site import ROOT, TAG
 
 DIRTY = """import os, sys, tempfile
 def test_leaves_a_file_and_a_process():
@@ -47,18 +35,3 @@ def test_a_test_run_that_leaves_a_file_or_a_process_fails(tmp_path):
     assert len(pids) == 1 and "time.sleep(20)" in result.stdout, result.stdout
     # the run's own temporary directory is gone: nothing beside pytest's folder
     assert [p.name for p in (tmp_path / "tmp").iterdir() if "pytest-of-" not in p.name] == []
-
-
-def test_a_notebook_run_leaves_no_temporary_file_and_no_process(tmp_path):
-    """A lab run as Jupyter runs it (a kernel, the setup cell's module folder) cleans up."""
-    from gradflow_site import labs
-
-    notebook = labs.write_all(tmp_path / "labs", {"telephone": "The telephone game"})[0]
-    (tmp_path / "tmp").mkdir()
-    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"), GRADFLOW_NOTEBOOK_RUN=str(tmp_path))
-    env.update(OMP_NUM_THREADS="1", MPLBACKEND="Agg")
-    args = ["--to", "notebook", "--execute", "--output-dir", str(tmp_path / "out"), str(notebook)]
-    cmd = [sys.executable, "-m", "nbconvert", *args]
-    subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=300)
-    assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []
-    assert tagged_processes(str(tmp_path), var="GRADFLOW_NOTEBOOK_RUN") == []

@@ -12,7 +12,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import torch
 
-from tests._site import ROOT, child_config, mkdocs_build
+from tests._site import ROOT, child_config, mkdocs_build, tagged_processes
 
 pytestmark = pytest.mark.build
 
@@ -121,7 +121,7 @@ def test_executed_output_contains_no_traceback(site):
         assert "Traceback (most recent call last)" not in html, page
 
 
-def test_build_fails_and_names_the_page_for_broken_input(tmp_path, build_runner):
+def test_build_fails_and_names_the_page_for_broken_input(tmp_path):
     pages = {
         "index.md": "# Home\n\n[a link to nowhere](nowhere.md) and [a bad anchor](#no-such)\n",
         "raises.md": (
@@ -130,7 +130,7 @@ def test_build_fails_and_names_the_page_for_broken_input(tmp_path, build_runner)
         "asset.md": '# Asset\n\n<img src="missing-figure.png" alt="missing">\n',
     }
     cfg = child_config(tmp_path, pages, nav=["index.md", "raises.md", "asset.md", "gone.md"])
-    result = mkdocs_build(tmp_path / "out", config=cfg, runner=build_runner)
+    result = mkdocs_build(tmp_path / "out", config=cfg)
     log = result.stdout + result.stderr
     assert result.returncode != 0, "a strict build with broken pages passed"
     assert "docs/raises.md:4: the executed block raised RuntimeError: boom in a snippet" in log
@@ -141,10 +141,10 @@ def test_build_fails_and_names_the_page_for_broken_input(tmp_path, build_runner)
     assert "Aborted with" in log
 
 
-def test_build_fails_on_a_missing_snippet_section(tmp_path, build_runner):
+def test_build_fails_on_a_missing_snippet_section(tmp_path):
     page = '# S\n\n```python exec="1"\n--8<-- "snippets/telephone.py:no_such_section"\n```\n'
     cfg = child_config(tmp_path, {"index.md": page})
-    result = mkdocs_build(tmp_path / "out", config=cfg, runner=build_runner)
+    result = mkdocs_build(tmp_path / "out", config=cfg)
     assert result.returncode != 0
     log = result.stdout + result.stderr
     assert "docs/index.md:4: includes section 'no_such_section' of snippets/telephone.py" in log
@@ -244,3 +244,12 @@ def test_the_wheel_ships_gradflow_ref_only(tmp_path):
         cwd=tmp_path, check=True, capture_output=True, text=True,
     )  # fmt: skip
     assert read.stdout.split() == committed
+
+
+@pytest.mark.build
+def test_build_leaves_no_temporary_file_and_no_process(site):
+    temp = site.parent / f"{site.name}.tmp"  # the build's TMPDIR (tests/_site.py)
+    if not temp.exists():
+        pytest.skip("the site was not built by this test run (GRADFLOW_TEST_SITE)")
+    assert not list(temp.iterdir()), f"the build left {sorted(p.name for p in temp.iterdir())}"
+    assert tagged_processes(str(site), var="GRADFLOW_BUILD") == []
