@@ -176,40 +176,33 @@ def sweep_ratio(r: dict, k: int) -> float:
     return rows[k]["seconds"] / rows[r["checkpointing"]["n_layers"]]["seconds"]
 
 
+def _rows(r: dict, section: str, names: dict[str, str], cells) -> list[list]:
+    """One row per measured variant of `section`: its title, then `cells(measured row, name)`."""
+    return [[title, *cells(row(r, section, name), name)] for name, title in names.items()]
+
+
 def step_table(r: dict) -> str:
     """The training-step variants of `r`: time, tokens per second, speed against FP32, peak."""
-    rows = []
-    for name, title in STEP_NAMES.items():
-        x = row(r, "training_step", name)
-        rows.append(
-            [
-                title,
-                f"{x['step_seconds'] * 1e3:.1f}",
-                f"{x['tokens_per_second']:,.0f}",
-                f"{ratio(r, 'training_step', 'fp32', name):.2f}×",
-                f"{x['peak_bytes'] / GIB:.1f}",
-            ]
-        )
+
+    def cells(x: dict, name: str) -> list[str]:
+        speed = ratio(r, "training_step", "fp32", name)
+        ms, tokens = x["step_seconds"] * 1e3, x["tokens_per_second"]
+        return [f"{ms:.1f}", f"{tokens:,.0f}", f"{speed:.2f}×", f"{x['peak_bytes'] / GIB:.1f}"]
+
     headers = ["precision", "ms per step", "tokens per s", "speed vs FP32", "peak GiB"]
-    return table(headers, rows, align="lrrrr")
+    return table(headers, _rows(r, "training_step", STEP_NAMES, cells), align="lrrrr")
 
 
 def checkpoint_table(r: dict) -> str:
     """The checkpointing modes of `r`: memory held for backward, peak, time against none."""
-    rows = []
-    for name, title in MODE_NAMES.items():
-        x = row(r, "gpt_checkpointing", name)
-        rows.append(
-            [
-                title,
-                f"{x['forward_held_bytes'] / GIB:.1f}",
-                f"{x['peak_bytes'] / GIB:.1f}",
-                f"{x['step_seconds'] * 1e3:.1f}",
-                f"{ratio(r, 'gpt_checkpointing', name, 'none'):.2f}×",
-            ]
-        )
+
+    def cells(x: dict, name: str) -> list[str]:
+        held, peak = x["forward_held_bytes"] / GIB, x["peak_bytes"] / GIB
+        time = ratio(r, "gpt_checkpointing", name, "none")
+        return [f"{held:.1f}", f"{peak:.1f}", f"{x['step_seconds'] * 1e3:.1f}", f"{time:.2f}×"]
+
     headers = ["checkpointing", "held for backward, GiB", "peak GiB", "ms per step", "time"]
-    return table(headers, rows, align="lrrrr")
+    return table(headers, _rows(r, "gpt_checkpointing", MODE_NAMES, cells), align="lrrrr")
 
 
 def mlp_table(r: dict) -> str:
