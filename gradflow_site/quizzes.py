@@ -16,6 +16,8 @@ __all__ = ["expand"]
 
 _QUIZ = re.compile(r'^(?P<indent>[ \t]*)!!! quiz(?:[ \t]+"(?P<title>[^"]*)")?[ \t]*$')
 _CHOICE = re.compile(r"^- \[(?P<mark>[ xX])\][ \t]+(?P<text>.+)$")
+# a verdict of the writer's own, which would follow the site's "Correct." / "Not this one."
+_VERDICT = re.compile(r"^(correct|right|wrong|incorrect|no|yes|not this one)\b[.:!,]", re.I)
 
 
 def expand(markdown: str, path: str, offset: int = 0) -> tuple[str, list[str]]:
@@ -77,6 +79,12 @@ def _quiz_markdown(body: list[str], title: str, where: str) -> tuple[list[str], 
     missing = [c[1] for c in choices if not "".join(c[2]).strip()]
     if missing:
         return [], f"{where}: quiz choice {missing[0]!r} has no explanation indented below it."
+    for _, text, why in choices:
+        if m := _VERDICT.match("".join(why).strip()):
+            return [], (
+                f"{where}: the explanation of quiz choice {text!r} starts with {m.group(0)!r}; "
+                "the site already opens it with 'Correct.' or 'Not this one.', so drop it."
+            )
     out = [f'!!! question "{title}"', ""]
     out += ["    " + q if q else "" for q in _trim(question)] + [""]
     for n, (is_right, text, why) in enumerate(choices):
