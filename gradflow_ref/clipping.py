@@ -29,109 +29,8 @@ __all__ = [
 _FOREACH_DEVICES = ("cpu", "cuda", "xpu", "mtia")
 
 
-def _as_list(tensors, func: str, name: str) -> list[torch.Tensor]:
-    if isinstance(tensors, torch.Tensor):
-        return [tensors]
-    if not isinstance(tensors, Iterable):
-        raise TypeError(
-            f"{func}: `{name}` must be a Tensor or an iterable of Tensors, "
-            f"got {type(tensors).__name__}."
-        )
-    is_generator = isinstance(tensors, types.GeneratorType)
-    tensors = list(tensors)  # a generator can be read once: keep it for the second pass
-    for t in tensors:
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(
-                f"{func}: `{name}` must hold only Tensors, got an element of type "
-                f"{type(t).__name__} ({t!r:.40}); pass model.parameters() or a list of tensors."
-            )
-    if is_generator and not tensors:
-        # torch warns the same way: the usual cause is a generator that was already consumed
-        warnings.warn(
-            f"{func}: `{name}` is an empty generator, no gradient clipping will occur.",
-            UserWarning,
-            stacklevel=3,
-        )
-    return tensors
-
-
-def _positive_finite(value, func: str, name: str, fix: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (numbers.Real, torch.Tensor)):
-        raise TypeError(
-            f"{func}: `{name}` must be a number, got {type(value).__name__} {value!r:.40}; {fix}"
-        )
-    if isinstance(value, torch.Tensor) and value.numel() != 1:
-        raise ValueError(
-            f"{func}: `{name}` must be a number or a one-element tensor, got a tensor of shape "
-            f"{tuple(value.shape)}; {fix}"
-        )
-    if isinstance(value, numbers.Integral):
-        _checks.number(func, name, int(value), fix)  # an int beyond float range: ValueError
-    value = float(value)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{func}: `{name}` must be positive and finite, got {value}; {fix}")
-    return value
-
-
 _MAX_NORM_FIX = "pass the largest total gradient norm to let through, e.g. 1.0."
 _CLIP_VALUE_FIX = "pass the largest absolute gradient element to let through, e.g. 1.0."
-
-
-def _norm_type(norm_type, func: str) -> float:
-    if isinstance(norm_type, torch.Tensor) and norm_type.numel() == 1:
-        norm_type = norm_type.item()  # torch takes a one-element tensor as its number
-    if isinstance(norm_type, bool) or not isinstance(norm_type, (numbers.Real, str)):
-        raise TypeError(
-            f"{func}: `norm_type` must be a number or 'inf', got {type(norm_type).__name__} "
-            f"{norm_type!r:.40}; use 2.0 (Euclidean) unless you need another."
-        )
-    try:
-        p = float(norm_type)  # accepts 2, 2.0, '2', 'inf', -1.0, float('-inf') like torch
-    except OverflowError:  # an int beyond float range
-        raise ValueError(
-            f"{func}: `norm_type` must fit a float, got an int of {norm_type.bit_length()} bits; "
-            "pass 'inf' for the max-norm."
-        ) from None
-    except ValueError:
-        raise ValueError(
-            f"{func}: `norm_type` must be a number or 'inf', got {norm_type!r}; "
-            "use 2.0 (Euclidean) unless you need another."
-        ) from None
-    if math.isnan(p):  # torch accepts nan and turns every gradient into nan
-        raise ValueError(
-            f"{func}: `norm_type` must not be nan, got {norm_type!r} (a nan norm makes every "
-            "gradient nan); use 2.0 (Euclidean) unless you need another."
-        )
-    # Negative p and -inf are not norms, but torch takes them: vector_norm then gives the
-    # generalised mean (sum |x|^p)^(1/p), and -inf the smallest |x|. Same results here.
-    return p
-
-
-def _options(func: str, foreach, error_if_nonfinite=False) -> None:
-    # torch reads any truthy value as True; "no" or 2 here is a mistake, not a request
-    _checks.boolean(func, "error_if_nonfinite", error_if_nonfinite, "Pass False (the default).")
-    if foreach is not None:
-        _checks.boolean(func, "foreach", foreach, "Pass None to let the device decide.")
-
-
-def _use_foreach(tensors: list[torch.Tensor], device: torch.device, foreach, func: str) -> bool:
-    supported = device.type in _FOREACH_DEVICES
-    if foreach is None:
-        return supported and all(type(t) is torch.Tensor for t in tensors)
-    if foreach and not supported:
-        raise RuntimeError(
-            f"{func}: `foreach=True` needs a device with foreach kernels, got "
-            f"{device.type} tensors; pass foreach=None or False."
-        )
-    return bool(foreach)
-
-
-def _groups(tensors: list[torch.Tensor]) -> dict[tuple, list[torch.Tensor]]:
-    # same grouping and order as torch, so the norm of norms sums in the same order
-    groups: dict[tuple, list[torch.Tensor]] = {}
-    for t in tensors:
-        groups.setdefault((t.device, t.dtype), []).append(t)
-    return groups
 
 
 @torch.no_grad()
@@ -411,3 +310,107 @@ def adam_moments(optimizer: torch.optim.Optimizer) -> tuple[torch.Tensor, torch.
         )
     device = ms[0].device
     return torch.cat([m.to(device) for m in ms]), torch.cat([v.to(device) for v in vs])
+
+
+# private helpers of the functions above
+
+
+def _as_list(tensors, func: str, name: str) -> list[torch.Tensor]:
+    if isinstance(tensors, torch.Tensor):
+        return [tensors]
+    if not isinstance(tensors, Iterable):
+        raise TypeError(
+            f"{func}: `{name}` must be a Tensor or an iterable of Tensors, "
+            f"got {type(tensors).__name__}."
+        )
+    is_generator = isinstance(tensors, types.GeneratorType)
+    tensors = list(tensors)  # a generator can be read once: keep it for the second pass
+    for t in tensors:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(
+                f"{func}: `{name}` must hold only Tensors, got an element of type "
+                f"{type(t).__name__} ({t!r:.40}); pass model.parameters() or a list of tensors."
+            )
+    if is_generator and not tensors:
+        # torch warns the same way: the usual cause is a generator that was already consumed
+        warnings.warn(
+            f"{func}: `{name}` is an empty generator, no gradient clipping will occur.",
+            UserWarning,
+            stacklevel=3,
+        )
+    return tensors
+
+
+def _positive_finite(value, func: str, name: str, fix: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, torch.Tensor)):
+        raise TypeError(
+            f"{func}: `{name}` must be a number, got {type(value).__name__} {value!r:.40}; {fix}"
+        )
+    if isinstance(value, torch.Tensor) and value.numel() != 1:
+        raise ValueError(
+            f"{func}: `{name}` must be a number or a one-element tensor, got a tensor of shape "
+            f"{tuple(value.shape)}; {fix}"
+        )
+    if isinstance(value, numbers.Integral):
+        _checks.number(func, name, int(value), fix)  # an int beyond float range: ValueError
+    value = float(value)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{func}: `{name}` must be positive and finite, got {value}; {fix}")
+    return value
+
+
+def _norm_type(norm_type, func: str) -> float:
+    if isinstance(norm_type, torch.Tensor) and norm_type.numel() == 1:
+        norm_type = norm_type.item()  # torch takes a one-element tensor as its number
+    if isinstance(norm_type, bool) or not isinstance(norm_type, (numbers.Real, str)):
+        raise TypeError(
+            f"{func}: `norm_type` must be a number or 'inf', got {type(norm_type).__name__} "
+            f"{norm_type!r:.40}; use 2.0 (Euclidean) unless you need another."
+        )
+    try:
+        p = float(norm_type)  # accepts 2, 2.0, '2', 'inf', -1.0, float('-inf') like torch
+    except OverflowError:  # an int beyond float range
+        raise ValueError(
+            f"{func}: `norm_type` must fit a float, got an int of {norm_type.bit_length()} bits; "
+            "pass 'inf' for the max-norm."
+        ) from None
+    except ValueError:
+        raise ValueError(
+            f"{func}: `norm_type` must be a number or 'inf', got {norm_type!r}; "
+            "use 2.0 (Euclidean) unless you need another."
+        ) from None
+    if math.isnan(p):  # torch accepts nan and turns every gradient into nan
+        raise ValueError(
+            f"{func}: `norm_type` must not be nan, got {norm_type!r} (a nan norm makes every "
+            "gradient nan); use 2.0 (Euclidean) unless you need another."
+        )
+    # Negative p and -inf are not norms, but torch takes them: vector_norm then gives the
+    # generalised mean (sum |x|^p)^(1/p), and -inf the smallest |x|. Same results here.
+    return p
+
+
+def _options(func: str, foreach, error_if_nonfinite=False) -> None:
+    # torch reads any truthy value as True; "no" or 2 here is a mistake, not a request
+    _checks.boolean(func, "error_if_nonfinite", error_if_nonfinite, "Pass False (the default).")
+    if foreach is not None:
+        _checks.boolean(func, "foreach", foreach, "Pass None to let the device decide.")
+
+
+def _use_foreach(tensors: list[torch.Tensor], device: torch.device, foreach, func: str) -> bool:
+    supported = device.type in _FOREACH_DEVICES
+    if foreach is None:
+        return supported and all(type(t) is torch.Tensor for t in tensors)
+    if foreach and not supported:
+        raise RuntimeError(
+            f"{func}: `foreach=True` needs a device with foreach kernels, got "
+            f"{device.type} tensors; pass foreach=None or False."
+        )
+    return bool(foreach)
+
+
+def _groups(tensors: list[torch.Tensor]) -> dict[tuple, list[torch.Tensor]]:
+    # same grouping and order as torch, so the norm of norms sums in the same order
+    groups: dict[tuple, list[torch.Tensor]] = {}
+    for t in tensors:
+        groups.setdefault((t.device, t.dtype), []).append(t)
+    return groups

@@ -28,17 +28,6 @@ __all__ = [
 ]
 
 
-def _fmt(fmt, func: str) -> FloatFormat:
-    # an FP8 format of gradflow_ref.precision: "e4m3", "e5m2", a dtype name, dtype or FloatFormat
-    f = _format(fmt, func)
-    if f.bits != 8:
-        raise ValueError(
-            f"{func}: `fmt` must be an FP8 format ({', '.join(map(repr, SHORT_NAMES))}), "
-            f"got {f.name}; gradflow_ref.precision covers the wider formats."
-        )
-    return f
-
-
 def values(fmt) -> list[float]:
     """Return the values of all 256 codes of `fmt` ("e4m3", "e5m2" or its FloatFormat), in code
     order (gradflow_ref.precision.decode of each)."""
@@ -226,3 +215,17 @@ def flushed_to_zero(x: torch.Tensor, approx: torch.Tensor) -> float:
     nonzero = x != 0
     count = int(nonzero.sum())
     return float(((approx == 0) & nonzero).sum()) / count if count else 0.0
+
+
+# private helpers of the functions above
+
+
+def _fmt(fmt, func: str) -> FloatFormat:
+    # an FP8 format of gradflow_ref.precision: "e4m3", "e5m2", a dtype name, dtype or FloatFormat
+    f = _format(fmt, func)
+    if f.bits != 8:
+        raise ValueError(
+            f"{func}: `fmt` must be an FP8 format ({', '.join(map(repr, SHORT_NAMES))}), "
+            f"got {f.name}; gradflow_ref.precision covers the wider formats."
+        )
+    return f

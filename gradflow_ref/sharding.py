@@ -40,13 +40,6 @@ STAGES = {
 MAX_RANKS = 64  # measure_fsdp2 starts one CPU process per rank, each importing torch
 
 
-def _ranks(func: str, n_ranks, rank) -> None:
-    _checks.integer(func, "n_ranks", n_ranks, fix="Pass how many ranks share the model.")
-    _checks.integer(func, "rank", rank, low=0)
-    if rank >= n_ranks:
-        raise ValueError(f"{func}: `rank` must be in 0..{n_ranks - 1}, got {rank!r}.")
-
-
 def sharded_memory(cfg: MemoryConfig, n_gpus: int, stage: int) -> MemoryBreakdown:
     """Return the training memory one of `n_gpus` data-parallel GPUs holds under ZeRO `stage`.
 
@@ -196,3 +189,13 @@ def measure_fsdp2(cfg: MemoryConfig, n_ranks: int = 2, timeout_s: float = 180.0)
         )
     _checks.real(func, "timeout_s", timeout_s, low=0, fix="Seconds before the ranks are killed.")
     return run_ranks("gradflow_ref.sharding:fsdp2_step", n_ranks, cfg, timeout_s, "measure_fsdp2")
+
+
+# private helpers of the functions above
+
+
+def _ranks(func: str, n_ranks, rank) -> None:
+    _checks.integer(func, "n_ranks", n_ranks, fix="Pass how many ranks share the model.")
+    _checks.integer(func, "rank", rank, low=0)
+    if rank >= n_ranks:
+        raise ValueError(f"{func}: `rank` must be in 0..{n_ranks - 1}, got {rank!r}.")

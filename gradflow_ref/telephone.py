@@ -21,12 +21,6 @@ __all__ = ["chain_gradients", "network_gradients"]
 _MAX_DEPTH = 10_000
 
 
-def _check(factor: float, depth: int, func: str, device) -> None:
-    _checks.count(func, "depth", depth, high=_MAX_DEPTH, fix="Pass the layers, e.g. 50.")
-    _checks.bounded(func, "factor", factor, low=0, fix="Pass each layer's gain, e.g. 0.9 or 1.1.")
-    _checks.device(func, "device", device)
-
-
 def chain_gradients(factor: float, depth: int = 50, *, dtype=torch.float64, device=None):
     """Return the gradient each layer of a scalar chain passes back, measured by autograd.
 
@@ -117,3 +111,12 @@ def network_gradients(
     norms = gradient_norms(model, x)
     # loss = out.sum(): the gradient at the output is all ones, norm sqrt(batch * width)
     return norms / math.sqrt(batch * width)
+
+
+# private helpers of the functions above
+
+
+def _check(factor: float, depth: int, func: str, device) -> None:
+    _checks.count(func, "depth", depth, high=_MAX_DEPTH, fix="Pass the layers, e.g. 50.")
+    _checks.bounded(func, "factor", factor, low=0, fix="Pass each layer's gain, e.g. 0.9 or 1.1.")
+    _checks.device(func, "device", device)
