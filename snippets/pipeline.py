@@ -6,7 +6,7 @@ from torch.utils.checkpoint import checkpoint_sequential
 
 from gradflow_ref.checkpointing import count_forwards
 from gradflow_ref.memory import MemoryConfig, training_memory
-from gradflow_ref.pipeline import PipelineConfig, Trainer
+from gradflow_ref.pipeline import PipelineConfig, StepReport, Trainer
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 gen = torch.Generator().manual_seed(0)
@@ -85,9 +85,6 @@ print(f"largest difference from Trainer's FP32 master weights: {gap:.1e}")
 
 
 # --8<-- [start:step_with_bug]
-from gradflow_ref.pipeline import StepReport
-
-
 def step_with_bug(trainer, micro_batches, bug=None):
     params, opt, scaler = trainer.master.params, trainer.optimizer, trainer.scaler
     lr, loss, max_norm = opt.param_groups[0]["lr"], 0.0, trainer.cfg.max_norm
