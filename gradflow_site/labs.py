@@ -27,10 +27,12 @@ __all__ = [
     "sections",
     "modules_needed",
     "library_files",
+    "companions",
     "notebook",
     "write_all",
     "write_site",
     "chapters",
+    "is_script",
     "nav_targets",
 ]
 
@@ -114,16 +116,34 @@ def _title(name: str) -> str:
 def library_files(code: str, package: Path = ROOT / "gradflow_ref") -> dict[str, str]:
     """Return {path in the package: text} of what `code` needs of gradflow_ref.
 
-    The modules it imports, directly or not, and, when gradflow_ref.benchmarks is among them,
-    the committed benchmark runs it reads (committed/bench-*.json, the package data).
+    The modules it imports, directly or not, and the package data it reads: the committed
+    benchmark runs (committed/bench-*.json) when gradflow_ref.benchmarks is among them, the text
+    (data/shakespeare.txt) when it names it.
     """
     files = {"__init__.py": (package / "__init__.py").read_text(encoding="utf-8")}
     for module in modules_needed(code, package):
         files[f"{module}.py"] = (package / f"{module}.py").read_text(encoding="utf-8")
+    if "shakespeare.txt" in code:  # the text train.py reads with importlib.resources
+        files["data/shakespeare.txt"] = (package / "data" / "shakespeare.txt").read_text("utf-8")
     if "benchmarks.py" in files:
         for run in sorted((package / "committed").glob("bench-*.json")):
             files[f"committed/{run.name}"] = run.read_text(encoding="utf-8")
     return files
+
+
+def companions(code: str, snippets: Path = ROOT / "snippets") -> dict[str, str]:
+    """Return {file name: text} of the snippet files `code` imports as modules.
+
+    The arena imports train.py, the script of Chapter 7c, as its reader does: saved beside it.
+    """
+    names = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+    paths = [snippets / f"{n}.py" for n in sorted(names)]
+    return {p.name: p.read_text(encoding="utf-8") for p in paths if p.exists()}
 
 
 def notebook(name: str, title: str, package: Path = ROOT / "gradflow_ref") -> nbformat.NotebookNode:
@@ -133,7 +153,9 @@ def notebook(name: str, title: str, package: Path = ROOT / "gradflow_ref") -> nb
     byte-identical).
     """
     parts = sections(ROOT / "snippets" / f"{name}.py")
-    files = library_files("\n\n".join(c for _, c in parts), package)
+    code = "\n\n".join(c for _, c in parts)
+    scripts = companions(code)
+    files = library_files("\n\n".join([code, *scripts.values()]), package)
     setup = (
         "# Setup: write the gradflow_ref modules this lab uses to a temporary folder and import\n"
         "# them from there (generated from the repository; needs only torch and matplotlib).\n"
@@ -146,7 +168,14 @@ def notebook(name: str, title: str, package: Path = ROOT / "gradflow_ref") -> nb
         "    _path = _lib / 'gradflow_ref' / _name\n"
         "    _path.parent.mkdir(parents=True, exist_ok=True)\n"
         "    _path.write_text(_text)\n"
-        "sys.path.insert(0, str(_lib))\n"
+        + (
+            f"_SCRIPTS = {json.dumps(scripts, indent=0, sort_keys=True)}  # saved beside the lab\n"
+            "for _name, _text in _SCRIPTS.items():\n"
+            "    (_lib / _name).write_text(_text)\n"
+            if scripts
+            else ""
+        )
+        + "sys.path.insert(0, str(_lib))\n"
         "os.environ['PYTHONPATH'] = os.pathsep.join(\n"
         "    [str(_lib)] + [p for p in [os.environ.get('PYTHONPATH')] if p])\n"
         "for _mod in [m for m in sys.modules if m.split('.')[0] == 'gradflow_ref']:\n"
@@ -183,8 +212,16 @@ def notebook(name: str, title: str, package: Path = ROOT / "gradflow_ref") -> nb
     return nb
 
 
+def is_script(snippet: Path) -> bool:
+    """Return whether a snippet file is a program run from the command line (train.py).
+
+    A script is downloaded as the file itself and run with python or torchrun; it has no lab.
+    """
+    return 'if __name__ == "__main__":' in snippet.read_text(encoding="utf-8")
+
+
 def chapters(nav: list) -> dict[str, str]:
-    """Return {name: title} for every nav page that has a snippet file of the same name."""
+    """Return {name: title} for every nav page with a snippet file of the same name, not a script."""
     found = {}
     for entry in nav:
         for title, target in entry.items() if isinstance(entry, dict) else [(None, entry)]:
@@ -192,7 +229,8 @@ def chapters(nav: list) -> dict[str, str]:
                 found |= chapters(target)
             elif isinstance(target, str) and target.endswith(".md"):
                 name = Path(target).stem
-                if (ROOT / "snippets" / f"{name}.py").exists():
+                snippet = ROOT / "snippets" / f"{name}.py"
+                if snippet.exists() and not is_script(snippet):
                     found[name] = title or name
     return found
 

@@ -3,7 +3,8 @@
 For each chapter, the Python blocks a reader sees (executed blocks shown with `source=`, and
 plain Python blocks), with their snippet includes expanded, are joined in page order into one
 file and run in an empty folder where only the installed `gradflow_ref`, torch, matplotlib and
-numpy can be imported: `gradflow_site`, `snippets` and `tests` are blocked and the checkout is
+numpy can be imported (and train.py, for a page that imports it as its reader saves it
+beside the code): `gradflow_site`, `snippets` and `tests` are blocked and the checkout is
 off `sys.path`, in a process forked from one that has imported only torch, numpy and matplotlib
 (tests/_forkrun.py). Each executed block must print what the built page shows (timings aside).
 """
@@ -17,6 +18,7 @@ import textwrap
 
 import pytest
 
+from gradflow_site.labs import companions
 from tests._forkrun import reader_env
 from tests._site import ROOT
 from tests.test_drift import PYTHON, code_blocks
@@ -90,6 +92,10 @@ def run_as_copied(
         script += [f"print({MARK.format(n)!r})", code]
     (workdir / "page.py").write_text("\n".join(script) + "\n", encoding="utf-8")
     (workdir / "bootstrap.py").write_text(BOOTSTRAP.format(root=str(ROOT)), encoding="utf-8")
+    # a snippet file the page imports as a module (the arena's train.py), saved beside it as the
+    # page tells its reader to
+    for name, text in companions("\n".join(code for _, _, code in blocks)).items():
+        (workdir / name).write_text(text, encoding="utf-8")
     result = forkrun.run("bootstrap.py", workdir, reader_env(CUDA_VISIBLE_DEVICES=""))
     return result, [(line, executed) for line, executed, _ in blocks]
 

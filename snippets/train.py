@@ -1,0 +1,247 @@
+# --8<-- [start:config]
+import argparse
+import dataclasses
+import math
+import os
+import resource
+import time
+from dataclasses import dataclass
+from functools import partial
+from importlib.resources import files
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
+
+from gradflow_ref.memory import GPT, MemoryConfig
+
+PRECISIONS = ("fp32", "bf16", "fp16", "bf16-pure")
+CHECKPOINTING = ("none", "full", "selective")
+
+
+@dataclass
+class Config:
+    n_layers: int = 4  # transformer blocks
+    hidden: int = 128  # width of the residual stream
+    n_heads: int = 4  # attention heads
+    seq_len: int = 128  # tokens per sequence (one token per byte of text)
+    micro_batch: int = 8  # sequences per micro-batch on each process
+    accum_steps: int = 1  # micro-batches per optimizer step
+    steps: int = 200  # optimizer steps
+    lr: float = 3e-3  # peak learning rate
+    warmup: int = 20  # steps of linear warmup, then cosine decay to lr / 10
+    weight_decay: float = 0.1  # AdamW's decoupled weight decay
+    max_norm: float = 1.0  # global gradient-norm clipping; 0 switches it off
+    precision: str = "bf16"  # "fp32", "bf16", "fp16" (FP32 masters) or "bf16-pure" (none)
+    loss_scaling: bool = True  # GradScaler for "fp16"
+    checkpointing: str = "none"  # "none", "full" (recompute each block) or "selective"
+    seed: int = 0  # model initialisation and batch order
+    eval_every: int = 50  # steps between held-out evaluations (the last step always)
+    ckpt_dir: str = ""  # where save_every saves and --resume loads; empty: this folder
+    save_every: int = 0  # steps between checkpoints; 0: none
+    resume: bool = False  # continue from the checkpoint in ckpt_dir
+    max_seconds: float = 0.0  # stop after this many seconds of training; 0: run every step
+    print_every: int = 10  # steps between progress lines (rank 0); 0: none
+
+    def __post_init__(self):
+        for name, allowed in (("precision", PRECISIONS), ("checkpointing", CHECKPOINTING)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"`{name}` must be one of {allowed}, got {getattr(self, name)!r}")
+        sizes = ("n_layers", "hidden", "n_heads", "seq_len", "micro_batch", "accum_steps")
+        for name in (*sizes, "steps", "eval_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"`{name}` must be at least 1, got {getattr(self, name)}")
+
+
+# --8<-- [end:config]
+# --8<-- [start:data]
+def load_text(cfg):
+    text = (files("gradflow_ref") / "data" / "shakespeare.txt").read_bytes()  # or your own
+    data = torch.frombuffer(bytearray(text), dtype=torch.uint8).long()  # one token per byte
+    split = int(0.9 * len(data))
+    return data[:split], data[split:]
+
+
+def batch(data, cfg, step, micro, rank, world, device):
+    g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
+    n = cfg.accum_steps * world * cfg.micro_batch
+    starts = torch.randint(len(data) - cfg.seq_len - 1, (n,), generator=g)
+    first = (micro * world + rank) * cfg.micro_batch
+    rows = [data[s : s + cfg.seq_len + 1] for s in starts[first : first + cfg.micro_batch]]
+    return torch.stack(rows)[:, :-1].to(device), torch.stack(rows)[:, 1:].to(device)
+
+
+# --8<-- [end:data]
+# --8<-- [start:model]
+class Checkpointed(nn.Module):
+    def __init__(self, block, selective):
+        super().__init__()
+        self.block, self.kw = block, {}
+        if selective:  # keep the matmul outputs, recompute the rest
+            ops = [torch.ops.aten.mm.default, torch.ops.aten.addmm.default]
+            self.kw = {"context_fn": partial(create_selective_checkpoint_contexts, ops)}
+
+    def forward(self, x):
+        return checkpoint(self.block, x, use_reentrant=False, **self.kw)
+
+
+def build_model(cfg, mesh, device):
+    torch.manual_seed(cfg.seed)
+    shape = MemoryConfig(cfg.n_layers, cfg.hidden, cfg.n_heads, cfg.seq_len, 1, 256)
+    model = GPT(shape, dropout=0.0).to(device)
+    for name, p in model.named_parameters():  # GPT-2's initialisation
+        if p.dim() == 2:
+            deep = name.endswith(("proj.weight", "fc2.weight"))  # writes to the residual stream
+            nn.init.normal_(p, std=0.02 / math.sqrt(2 * cfg.n_layers) if deep else 0.02)
+        elif name.endswith("bias"):
+            nn.init.zeros_(p)
+    if cfg.precision == "bf16-pure":
+        model = model.to(torch.bfloat16)
+    if cfg.checkpointing != "none":
+        for i, block in enumerate(model.layers):
+            model.layers[i] = Checkpointed(block, cfg.checkpointing == "selective")
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
+    policy = MixedPrecisionPolicy(param_dtype=low, reduce_dtype=torch.float32)
+    for block in model.layers:
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    return model, low
+
+
+# --8<-- [end:model]
+# --8<-- [start:step]
+def lr_at(cfg, step):
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr / 10 + 0.9 * cfg.lr * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+
+
+def train_step(model, opt, scaler, data, cfg, step, low, world):
+    rank, device = dist.get_rank(), next(model.parameters()).device
+    opt.param_groups[0]["lr"] = lr_at(cfg, step)
+    opt.zero_grad(set_to_none=True)
+    total = torch.zeros((), device=device)
+    for micro in range(cfg.accum_steps):
+        model.set_requires_gradient_sync(micro == cfg.accum_steps - 1)
+        x, y = batch(data, cfg, step, micro, rank, world, device)
+        with torch.autocast(device.type, dtype=low or torch.float32, enabled=low is not None):
+            loss = model(x, y) / cfg.accum_steps
+        scaler.scale(loss).backward()
+        total += loss.detach()
+    scaler.unscale_(opt)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_norm or math.inf)
+    norm = norm.full_tensor()  # a DTensor: each rank holds the norm of its shards
+    scale = scaler.get_scale() if scaler.is_enabled() else 1.0
+    scaler.step(opt)
+    scaler.update()
+    dist.all_reduce(total)
+    clipped, skipped = 0 < cfg.max_norm < norm.item(), scale > scaler.get_scale()
+    record = dict(step=step, loss=total.item() / world, grad_norm=norm.item(), lr=lr_at(cfg, step))
+    return record | dict(clipped=clipped, skipped=skipped, loss_scale=scale)
+
+
+@torch.no_grad()
+def evaluate(model, data, cfg, low, world):
+    rank, device = dist.get_rank(), next(model.parameters()).device
+    fixed = torch.Generator().manual_seed(0)  # the same 32 sequences for every run and seed
+    starts = torch.randint(len(data) - cfg.seq_len - 1, (32,), generator=fixed)[rank::world]
+    tokens = torch.stack([data[s : s + cfg.seq_len + 1] for s in starts]).to(device)
+    with torch.autocast(device.type, dtype=low or torch.float32, enabled=low is not None):
+        total = model(tokens[:, :-1], tokens[:, 1:]) * len(starts)
+    dist.all_reduce(total)
+    return total.item() / 32
+
+
+# --8<-- [end:step]
+# --8<-- [start:checkpoint]
+def state_of(model, opt, scaler, step):
+    model_state, optim_state = get_state_dict(model, opt)
+    return {"model": model_state, "optim": optim_state, "step": step, "scaler": scaler.state_dict()}
+
+
+def save(cfg, model, opt, scaler, step):
+    path = os.path.join(cfg.ckpt_dir, f"step-{step:06d}")
+    dcp.save(state_of(model, opt, scaler, step), checkpoint_id=path)
+
+
+def load(cfg, model, opt, scaler):
+    saved = sorted(Path(cfg.ckpt_dir).glob("step-*"))
+    if not saved:
+        raise FileNotFoundError(f"--resume: `ckpt_dir` {cfg.ckpt_dir!r} holds no step-* checkpoint")
+    state = state_of(model, opt, scaler, 0)
+    dcp.load(state, checkpoint_id=saved[-1])
+    set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    scaler.load_state_dict(state["scaler"])
+    return state["step"]
+
+
+# --8<-- [end:checkpoint]
+# --8<-- [start:main]
+def train(cfg):
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda":  # torchrun's LOCAL_RANK: this process's GPU on its node
+        device = f"cuda:{os.environ.get('LOCAL_RANK', 0)}"
+        torch.cuda.set_device(device)
+    device = torch.device(device)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if "RANK" in os.environ:  # started by torchrun
+        dist.init_process_group(backend)
+    else:  # python train.py: a world of one process
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    world, rank = dist.get_world_size(), dist.get_rank()
+    mesh = init_device_mesh(device.type, (world,))
+    train_data, val_data = load_text(cfg)
+    model, low = build_model(cfg, mesh, device)
+    opt = torch.optim.AdamW(model.parameters(), cfg.lr, weight_decay=cfg.weight_decay, fused=True)
+    scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16" and cfg.loss_scaling)
+    start = load(cfg, model, opt, scaler) if cfg.resume else 0
+    log, t0, tokens = [], time.perf_counter(), 0
+    for step in range(start, cfg.steps):
+        record = train_step(model, opt, scaler, train_data, cfg, step, low, world)
+        tokens += cfg.accum_steps * world * cfg.micro_batch * cfg.seq_len
+        record["tokens_per_s"] = tokens / (time.perf_counter() - t0)
+        last = step == cfg.steps - 1 or 0 < cfg.max_seconds < time.perf_counter() - t0
+        if (step + 1) % cfg.eval_every == 0 or last:
+            record["val_loss"] = evaluate(model, val_data, cfg, low, world)
+        log.append(record)
+        if rank == 0 and cfg.print_every and (step % cfg.print_every == 0 or "val_loss" in record):
+            print(", ".join(f"{k} {v:.6g}" for k, v in record.items() if not isinstance(v, bool)))
+        if cfg.save_every and (step + 1) % cfg.save_every == 0:
+            save(cfg, model, opt, scaler, step + 1)
+        if last:
+            break
+    model.reshard()  # this rank's shards only (evaluation left the root's parameters gathered)
+    params = list(model.parameters())
+    states = [s for p in params for s in opt.state[p].values() if s.dim() > 0]
+    grads = [p.grad for p in params]
+    held = [sum(t.to_local().nbytes for t in ts) for ts in (params, grads, states)]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # the process's, in bytes
+    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else peak
+    if cfg.print_every:
+        mib = peak >> 20
+        print(f"rank {rank}/{world}: {held} B of params, grads, AdamW states; peak {mib} MiB")
+    dist.destroy_process_group()
+    return {"log": log, "rank": rank, "world": world, "held_bytes": held, "peak_bytes": peak}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Train a small GPT on text, one token per byte.")
+    for field in dataclasses.fields(Config):
+        name = "--" + field.name.replace("_", "-")
+        if field.type is bool:
+            parser.add_argument(name, action=argparse.BooleanOptionalAction, default=field.default)
+        else:
+            parser.add_argument(name, type=type(field.default), default=field.default)
+    return train(Config(**vars(parser.parse_args(argv))))
+
+
+# --8<-- [end:main]
+if __name__ == "__main__":
+    main()
