@@ -1,4 +1,4 @@
-# --8<-- [start:config]
+# --8<-- [start:imports]
 import argparse
 import dataclasses
 import math
@@ -21,6 +21,8 @@ from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_conte
 
 from gradflow_ref.memory import GPT, MemoryConfig
 
+# --8<-- [end:imports]
+# --8<-- [start:config]
 PRECISIONS = ("fp32", "bf16", "fp16", "bf16-pure")
 CHECKPOINTING = ("none", "full", "selective")
 
@@ -61,8 +63,8 @@ class Config:
 
 # --8<-- [end:config]
 # --8<-- [start:data]
-def load_text(cfg):
-    text = (files("gradflow_ref") / "data" / "shakespeare.txt").read_bytes()  # or your own
+def load_text():
+    text = (files("gradflow_ref") / "data" / "shakespeare.txt").read_bytes()  # or your text
     data = torch.frombuffer(bytearray(text), dtype=torch.uint8).long()  # one token per byte
     split = int(0.9 * len(data))
     return data[:split], data[split:]
@@ -197,7 +199,7 @@ def train(cfg):
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
     world, rank = dist.get_world_size(), dist.get_rank()
     mesh = init_device_mesh(device.type, (world,))
-    train_data, val_data = load_text(cfg)
+    train_data, val_data = load_text()
     model, low = build_model(cfg, mesh, device)
     opt = torch.optim.AdamW(model.parameters(), cfg.lr, weight_decay=cfg.weight_decay, fused=True)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16" and cfg.loss_scaling)

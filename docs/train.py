@@ -1,0 +1,1 @@
+../snippets/train.py
