@@ -118,6 +118,11 @@ def held_table(cfg, runs: dict) -> str:
     for result in [runs["one"], *runs["two"]]:
         p = predicted(cfg, result["world"], result["rank"])
         measured = result["held_bytes"]
+        if list(measured) != [p.parameters, p.gradients, p.optimizer_states]:
+            raise RuntimeError(  # the page says every count matches its prediction
+                f"held_table: rank {result['rank']} of {result['world']} holds {measured} bytes, "
+                f"predicted {p}"
+            )
         rows.append(
             [f"{result['rank']} of {result['world']}"]
             + [
