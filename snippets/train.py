@@ -5,7 +5,6 @@ import math
 import os
 import resource
 import time
-from dataclasses import dataclass
 from functools import partial
 from importlib.resources import files
 from pathlib import Path
@@ -25,9 +24,10 @@ from gradflow_ref.memory import GPT, MemoryConfig
 # --8<-- [start:config]
 PRECISIONS = ("fp32", "bf16", "fp16", "bf16-pure")
 CHECKPOINTING = ("none", "full", "selective")
+AT_LEAST_1 = "n_layers hidden n_heads seq_len micro_batch accum_steps steps eval_every".split()
 
 
-@dataclass
+@dataclasses.dataclass
 class Config:
     n_layers: int = 4  # transformer blocks
     hidden: int = 128  # width of the residual stream
@@ -55,10 +55,10 @@ class Config:
         for name, allowed in (("precision", PRECISIONS), ("checkpointing", CHECKPOINTING)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"`{name}` must be one of {allowed}, got {getattr(self, name)!r}")
-        sizes = ("n_layers", "hidden", "n_heads", "seq_len", "micro_batch", "accum_steps")
-        for name in (*sizes, "steps", "eval_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"`{name}` must be at least 1, got {getattr(self, name)}")
+        for f in dataclasses.fields(self):  # sizes and counts at least 1, the rest at least 0
+            low, value = int(f.name in AT_LEAST_1), getattr(self, f.name)
+            if f.type in (int, float) and value < low:
+                raise ValueError(f"`{f.name}` must be at least {low}, got {value}")
 
 
 # --8<-- [end:config]
@@ -81,18 +81,6 @@ def batch(data, cfg, step, micro, rank, world, device):
 
 # --8<-- [end:data]
 # --8<-- [start:model]
-class Checkpointed(nn.Module):
-    def __init__(self, block, selective):
-        super().__init__()
-        self.block, self.kw = block, {}
-        if selective:  # keep the matmul outputs, recompute the rest
-            ops = [torch.ops.aten.mm.default, torch.ops.aten.addmm.default]
-            self.kw = {"context_fn": partial(create_selective_checkpoint_contexts, ops)}
-
-    def forward(self, x):
-        return checkpoint(self.block, x, use_reentrant=False, **self.kw)
-
-
 def build_model(cfg, mesh, device):
     torch.manual_seed(cfg.seed)
     shape = MemoryConfig(cfg.n_layers, cfg.hidden, cfg.n_heads, cfg.seq_len, 1, 256)
@@ -105,14 +93,16 @@ def build_model(cfg, mesh, device):
             nn.init.zeros_(p)
     if cfg.precision == "bf16-pure":
         model = model.to(torch.bfloat16)
-    if cfg.checkpointing != "none":
-        for i, block in enumerate(model.layers):
-            model.layers[i] = Checkpointed(block, cfg.checkpointing == "selective")
+    if cfg.checkpointing != "none":  # recompute each block's activations during backward
+        keep = [torch.ops.aten.mm.default, torch.ops.aten.addmm.default]  # "selective" keeps these
+        kw = {"context_fn": partial(create_selective_checkpoint_contexts, keep)}
+        kw = kw if cfg.checkpointing == "selective" else {}
+        for block in model.layers:
+            block.forward = partial(checkpoint, block.forward, use_reentrant=False, **kw)
     low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
     policy = MixedPrecisionPolicy(param_dtype=low, reduce_dtype=torch.float32)
-    for block in model.layers:
-        fully_shard(block, mesh=mesh, mp_policy=policy)
-    fully_shard(model, mesh=mesh, mp_policy=policy)
+    for module in (*model.layers, model):  # every block, then the rest (embeddings, final norm)
+        fully_shard(module, mesh=mesh, mp_policy=policy)
     return model, low
 
 
@@ -127,7 +117,10 @@ def lr_at(cfg, step):
 
 def train_step(model, opt, scaler, data, cfg, step, low, world):
     rank, device = dist.get_rank(), next(model.parameters()).device
-    opt.param_groups[0]["lr"] = lr_at(cfg, step)
+    done = opt.state[opt.param_groups[0]["params"][0]].get("step", 0)  # AdamW's count of steps
+    lr = lr_at(cfg, int(done))  # taken: a step the scaler skipped does not advance the schedule
+    for group in opt.param_groups:
+        group["lr"] = lr
     opt.zero_grad(set_to_none=True)
     total = torch.zeros((), device=device)
     for micro in range(cfg.accum_steps):
@@ -139,13 +132,13 @@ def train_step(model, opt, scaler, data, cfg, step, low, world):
         total += loss.detach()
     scaler.unscale_(opt)
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_norm or math.inf)
-    norm = norm.full_tensor()  # a DTensor: each rank holds the norm of its shards
-    scale = scaler.get_scale() if scaler.is_enabled() else 1.0
+    norm = norm.full_tensor()  # the global norm, a DTensor; clipping above already used it
+    scale = scaler.get_scale()  # 1.0 when the scaler is off
     scaler.step(opt)
     scaler.update()
     dist.all_reduce(total)
     clipped, skipped = 0 < cfg.max_norm < norm.item(), scale > scaler.get_scale()
-    record = dict(step=step, loss=total.item() / world, grad_norm=norm.item(), lr=lr_at(cfg, step))
+    record = dict(step=step, loss=total.item() / world, grad_norm=norm.item(), lr=lr)
     return record | dict(clipped=clipped, skipped=skipped, loss_scale=scale)
 
 
@@ -153,12 +146,13 @@ def train_step(model, opt, scaler, data, cfg, step, low, world):
 def evaluate(model, data, cfg, low, world):
     rank, device = dist.get_rank(), next(model.parameters()).device
     fixed = torch.Generator().manual_seed(0)  # the same 32 sequences for every run and seed
-    starts = torch.randint(len(data) - cfg.seq_len - 1, (32,), generator=fixed)[rank::world]
+    n = max(32, world)
+    starts = torch.randint(len(data) - cfg.seq_len - 1, (n,), generator=fixed)[rank::world]
     tokens = torch.stack([data[s : s + cfg.seq_len + 1] for s in starts]).to(device)
     with torch.autocast(device.type, dtype=low or torch.float32, enabled=low is not None):
         total = model(tokens[:, :-1], tokens[:, 1:]) * len(starts)
     dist.all_reduce(total)
-    return total.item() / 32
+    return total.item() / n
 
 
 # --8<-- [end:step]
@@ -174,7 +168,7 @@ def save(cfg, model, opt, scaler, step):
 
 
 def load(cfg, model, opt, scaler):
-    saved = sorted(Path(cfg.ckpt_dir).glob("step-*"))
+    saved = sorted(p.parent for p in Path(cfg.ckpt_dir).glob("step-*/.metadata"))  # complete
     if not saved:
         raise FileNotFoundError(f"--resume: `ckpt_dir` {cfg.ckpt_dir!r} holds no step-* checkpoint")
     state = state_of(model, opt, scaler, 0)
@@ -201,7 +195,10 @@ def train(cfg):
     mesh = init_device_mesh(device.type, (world,))
     train_data, val_data = load_text()
     model, low = build_model(cfg, mesh, device)
-    opt = torch.optim.AdamW(model.parameters(), cfg.lr, weight_decay=cfg.weight_decay, fused=True)
+    params = list(model.parameters())  # weight decay on the matrices, not on biases or LayerNorms
+    groups = [[p for p in params if p.dim() >= 2], [p for p in params if p.dim() < 2]]
+    groups = [{"params": groups[0]}, {"params": groups[1], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, cfg.lr, weight_decay=cfg.weight_decay, fused=True)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16" and cfg.loss_scaling)
     start = load(cfg, model, opt, scaler) if cfg.resume else 0
     log, t0, tokens = [], time.perf_counter(), 0
@@ -209,38 +206,39 @@ def train(cfg):
         record = train_step(model, opt, scaler, train_data, cfg, step, low, world)
         tokens += cfg.accum_steps * world * cfg.micro_batch * cfg.seq_len
         record["tokens_per_s"] = tokens / (time.perf_counter() - t0)
-        last = step == cfg.steps - 1 or 0 < cfg.max_seconds < time.perf_counter() - t0
+        late = float(0 < cfg.max_seconds < time.perf_counter() - t0)
+        out_of_time = torch.tensor(late, device=device)
+        dist.all_reduce(out_of_time, op=dist.ReduceOp.MAX)  # one decision for every rank
+        last = step == cfg.steps - 1 or out_of_time.item() > 0
         if (step + 1) % cfg.eval_every == 0 or last:
             record["val_loss"] = evaluate(model, val_data, cfg, low, world)
         log.append(record)
         if rank == 0 and cfg.print_every and (step % cfg.print_every == 0 or "val_loss" in record):
             print(", ".join(f"{k} {v:.6g}" for k, v in record.items() if not isinstance(v, bool)))
-        if cfg.save_every and (step + 1) % cfg.save_every == 0:
+        if cfg.save_every and ((step + 1) % cfg.save_every == 0 or last):
             save(cfg, model, opt, scaler, step + 1)
         if last:
             break
     model.reshard()  # this rank's shards only (evaluation left the root's parameters gathered)
-    params = list(model.parameters())
     states = [s for p in params for s in opt.state[p].values() if s.dim() > 0]
-    grads = [p.grad for p in params]
+    grads = [p.grad for p in params if p.grad is not None]  # none when resumed at the end
     held = [sum(t.to_local().nbytes for t in ts) for ts in (params, grads, states)]
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # the process's, in bytes
-    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else peak
-    if cfg.print_every:
-        mib = peak >> 20
-        print(f"rank {rank}/{world}: {held} B of params, grads, AdamW states; peak {mib} MiB")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10  # MiB (Linux counts KiB)
+    peak = torch.cuda.max_memory_allocated(device) >> 20 if device.type == "cuda" else peak
+    for r in range(world):  # one rank after the other, so that their lines do not interleave
+        if r == rank and cfg.print_every:
+            print(f"rank {rank}/{world}: {held} B of params, grads, AdamW states; peak {peak} MiB")
+        dist.barrier()
     dist.destroy_process_group()
-    return {"log": log, "rank": rank, "world": world, "held_bytes": held, "peak_bytes": peak}
+    return {"log": log, "rank": rank, "world": world, "held_bytes": held, "peak_mib": peak}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Train a small GPT on text, one token per byte.")
     for field in dataclasses.fields(Config):
-        name = "--" + field.name.replace("_", "-")
-        if field.type is bool:
-            parser.add_argument(name, action=argparse.BooleanOptionalAction, default=field.default)
-        else:
-            parser.add_argument(name, type=type(field.default), default=field.default)
+        kind = {"action": argparse.BooleanOptionalAction} if field.type is bool else {}
+        kind = kind or {"type": field.type}
+        parser.add_argument("--" + field.name.replace("_", "-"), default=field.default, **kind)
     return train(Config(**vars(parser.parse_args(argv))))
 
 

@@ -15,7 +15,7 @@ def record(step: int, loss: float) -> dict:
 
 def result(rank: int, world: int, held: list[int], losses: list[float]) -> dict:
     log = [record(s, x) for s, x in enumerate(losses)]
-    return {"log": log, "rank": rank, "world": world, "held_bytes": held, "peak_bytes": 0}
+    return {"log": log, "rank": rank, "world": world, "held_bytes": held, "peak_mib": 0}
 
 
 @pytest.fixture(scope="module")

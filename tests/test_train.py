@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -34,14 +35,15 @@ def run(args: list[str], nproc: int = 1, cwd=ROOT, script=SCRIPT, **env_vars) ->
     launch = [sys.executable] if nproc == 1 else [*TORCHRUN, f"--nproc-per-node={nproc}"]
     env = dict(os.environ, PYTHONWARNINGS="error", OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
     env.update(env_vars)
-    result = subprocess.run(
-        [*launch, str(script), *SMALL, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    with tempfile.TemporaryDirectory() as tmp:  # torchrun leaves its log folder in TMPDIR
+        result = subprocess.run(
+            [*launch, str(script), *SMALL, *args],
+            cwd=cwd,
+            env=dict(env, TMPDIR=tmp),
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
     assert result.returncode == 0, f"train.py {args} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout
 
@@ -94,14 +96,37 @@ def test_train_ranks_hold_what_the_sharding_calculator_predicts():
 
 @pytest.mark.long(60)
 def test_train_resumed_run_continues_as_the_uninterrupted_run(tmp_path):
-    ckpt = ["--ckpt-dir", str(tmp_path), "--precision", "fp16", "--micro-batch", "4"]
-    full = steps(run(["--steps", "8", "--save-every", "4", *ckpt], nproc=2))
+    # a learning rate at which FP16 overflows at step 2: the checkpoint holds a lowered scale
+    ckpt = ["--ckpt-dir", str(tmp_path), "--precision", "fp16", "--lr", "3e-2", "--warmup", "2"]
+    full = steps(run(["--steps", "8", "--save-every", "4", "--micro-batch", "4", *ckpt], nproc=2))
+    assert full[4]["loss_scale"] < full[0]["loss_scale"]
     shutil.rmtree(tmp_path / "step-000008")  # as if the run had stopped after step 4
-    resumed = steps(run(["--steps", "8", "--resume", *ckpt], nproc=2))
-    assert sorted(resumed) == [4, 5, 6, 7]
-    for s in resumed:
-        for field in ("loss", "lr", "loss_scale", "grad_norm"):
-            assert resumed[s][field] == pytest.approx(full[s][field], rel=1e-6), (s, field)
+    for nproc, micro_batch, rel in ((2, "4", 1e-6), (1, "8", 1e-3)):  # same global batch
+        resumed = steps(
+            run(["--steps", "8", "--resume", "--micro-batch", micro_batch, *ckpt], nproc)
+        )
+        assert sorted(resumed) == [4, 5, 6, 7], nproc
+        for s in resumed:
+            for field in ("loss", "lr", "loss_scale", "grad_norm"):
+                assert resumed[s][field] == pytest.approx(full[s][field], rel=rel), (
+                    nproc,
+                    s,
+                    field,
+                )
+
+
+def test_train_resumed_after_its_last_step_trains_nothing(tmp_path):
+    ckpt = ["--ckpt-dir", str(tmp_path), "--precision", "fp32", "--steps", "2", "--save-every", "2"]
+    run(ckpt)
+    out = run([*ckpt, "--resume"])
+    assert not steps(out) and HELD.search(out)
+
+
+@pytest.mark.long(30)
+def test_train_ranks_stop_together_when_out_of_time():
+    out = run(["--steps", "50", "--max-seconds", "0.001", "--micro-batch", "4"], nproc=2)
+    assert sorted(steps(out)) == [0] and "val_loss" in steps(out)[0]
+    assert len(HELD.findall(out)) == 2
 
 
 def test_train_runs_copied_alone_into_an_empty_folder(tmp_path):

@@ -134,17 +134,26 @@ def held_table(cfg, runs: dict) -> str:
 
 
 def stop_and_resume(cfg, precision: str = "fp16") -> dict:
-    """Train `cfg`, saving halfway; resume from that checkpoint; compare the second half.
+    """Train `cfg` on two processes, saving halfway; resume that checkpoint on one; compare.
 
-    Returns {"stopped_at": the step saved, "gap": the largest difference in loss, learning rate
-    or loss scale between the resumed steps and the uninterrupted run's}.
+    The two processes take half of `cfg.micro_batch` each, so both runs see the same batches.
+    Returns {"stopped_at": the steps done when saved, "gap": the largest difference in loss,
+    learning rate or loss scale between the resumed steps and the uninterrupted run's}.
     """
     train, half = script(), cfg.steps // 2
     if half < 1:
         raise ValueError(f"stop_and_resume: `cfg.steps` must be at least 2, got {cfg.steps}.")
+    if cfg.micro_batch % 2:
+        raise ValueError(
+            f"stop_and_resume: `cfg.micro_batch` must be even (two ranks take half each), got "
+            f"{cfg.micro_batch}."
+        )
     with tempfile.TemporaryDirectory(prefix="gradflow-resume-") as ckpt:
         run = dataclasses.replace(cfg, precision=precision, ckpt_dir=ckpt, print_every=0)
-        full = train.train(dataclasses.replace(run, save_every=half))["log"]
+        two = dataclasses.replace(run, micro_batch=cfg.micro_batch // 2, save_every=half)
+        full = run_ranks(
+            "gradflow_site.pages.train:rank_main", 2, dataclasses.asdict(two), 300.0, "resume"
+        )[0]["log"]
         for later in Path(ckpt).glob("step-*"):
             if later.name != f"step-{half:06d}":
                 shutil.rmtree(later)
