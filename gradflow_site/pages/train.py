@@ -138,7 +138,9 @@ def stop_and_resume(cfg, precision: str = "fp16") -> dict:
 
     The two processes take half of `cfg.micro_batch` each, so both runs see the same batches.
     Returns {"stopped_at": the steps done when saved, "gap": the largest difference in loss,
-    learning rate or loss scale between the resumed steps and the uninterrupted run's}.
+    learning rate or loss scale between the resumed steps and the uninterrupted run's,
+    "skipped": the steps the scaler skipped before the save, "scales": the loss scale at the
+    start and at the save}.
     """
     train, half = script(), cfg.steps // 2
     if half < 1:
@@ -162,4 +164,6 @@ def stop_and_resume(cfg, precision: str = "fp16") -> dict:
         raise RuntimeError("stop_and_resume: the resumed run did not start at the saved step")
     keys = ("loss", "lr", "loss_scale")
     gap = max(abs(a[k] - b[k]) for a, b in zip(resumed, full[half:]) for k in keys)
-    return {"stopped_at": half, "gap": gap}
+    skipped = [r["step"] for r in full[:half] if r["skipped"]]
+    scales = (full[0]["loss_scale"], full[half]["loss_scale"])
+    return {"stopped_at": half, "gap": gap, "skipped": skipped, "scales": scales}
