@@ -28,9 +28,25 @@ CHAPTERS = labs.chapters(_nav())
 
 
 def test_labs_exist_for_every_chapter_with_a_snippet_file():
-    snippet_names = {p.stem for p in (ROOT / "snippets").glob("*.py")}
+    # a script (train.py) is downloaded and run as a program, not as a lab
+    snippet_names = {p.stem for p in (ROOT / "snippets").glob("*.py") if not labs.is_script(p)}
     pages = {p.stem for p in (ROOT / "docs").glob("*.md")}
     assert set(CHAPTERS) == snippet_names & pages
+    assert "train" not in CHAPTERS
+
+
+def test_is_script_tells_a_program_from_a_lab(tmp_path):
+    program, lab = tmp_path / "program.py", tmp_path / "lab.py"
+    program.write_text('def main():\n    pass\n\n\nif __name__ == "__main__":\n    main()\n')
+    lab.write_text("print(1)\n")
+    assert labs.is_script(program) and not labs.is_script(lab)
+
+
+def test_companions_are_the_snippet_files_a_lab_imports(tmp_path):
+    (tmp_path / "train.py").write_text("x = 1\n")
+    code = "import os\nfrom train import x\nimport gradflow_ref.flow\n"
+    assert labs.companions(code, snippets=tmp_path) == {"train.py": "x = 1\n"}
+    assert labs.companions("import os\n", snippets=tmp_path) == {}
 
 
 @pytest.mark.parametrize("name", sorted(CHAPTERS))
