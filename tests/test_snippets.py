@@ -33,9 +33,8 @@ def run_snippet(path) -> subprocess.CompletedProcess:
 
 
 def test_every_snippet_runs_as_its_lab():
-    from tests.test_labs import CHAPTERS
-
     from gradflow_site.labs import is_script
+    from tests.test_labs import CHAPTERS
 
     # a script (train.py) has no lab: tests/test_<name>.py runs it as its readers do
     unrun = sorted(p.name for p in SNIPPETS if p.stem not in CHAPTERS and not is_script(p))
