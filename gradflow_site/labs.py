@@ -221,7 +221,7 @@ def is_script(snippet: Path) -> bool:
 
 
 def chapters(nav: list) -> dict[str, str]:
-    """Return {name: title} for every nav page with a snippet file of the same name, not a script."""
+    """Return {name: title} for every nav page whose snippet file (not a script) has its name."""
     found = {}
     for entry in nav:
         for title, target in entry.items() if isinstance(entry, dict) else [(None, entry)]:
