@@ -76,7 +76,8 @@ def batch(data, cfg, step, micro, rank, world, device):
     starts = torch.randint(len(data) - cfg.seq_len - 1, (n,), generator=g)
     first = (micro * world + rank) * cfg.micro_batch
     rows = [data[s : s + cfg.seq_len + 1] for s in starts[first : first + cfg.micro_batch]]
-    return torch.stack(rows)[:, :-1].to(device), torch.stack(rows)[:, 1:].to(device)
+    tokens = torch.stack(rows).to(device)
+    return tokens[:, :-1], tokens[:, 1:]  # inputs, and the next token of each as its target
 
 
 # --8<-- [end:data]
