@@ -88,7 +88,7 @@ def _fix(fix: str) -> str:
     return f" {fix}" if fix else ""
 
 
-# ---- checks added for precision, fp8, pipeline, sharding, arena, flow and checkpointing
+# ---- checks added for precision, fp8, pipeline, sharding, flow and checkpointing
 
 
 def number(func: str, name: str, value, fix: str = "") -> float:

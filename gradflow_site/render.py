@@ -18,16 +18,9 @@ from gradflow_site.phone import narrow_svg
 
 __all__ = ["FIGURE_ALT", "build_machine", "plain_log_ticks", "svg", "table"]
 
-FIGURE_ALT = {
-    # what the figure draws, not what the runs did (that is computed: the chapter appends it)
-    "arena:figure": (
-        "Four panels of held-out loss against optimizer step on a log scale, one per condition: "
-        "reference, learning rate 1.0, batch 1 and FP16 (mixed and full only). Each recipe has a "
-        "line, the median of three seeds, and a shaded band from the lowest seed to the highest; "
-        "the checkpointing line is dashed with crosses over a thick baseline line. A cross at the "
-        "top of a panel marks the step after which a seed's weights became inf or NaN; the ranges "
-        "of the final losses are in the failure-mode table that follows."
-    ),
+FIGURE_ALT: dict[str, str] = {
+    # "<lab>:<section>": what a figure that a snippet section draws shows, for an executed lab
+    # (gradflow_site/lab_html.describe_images); what the runs did is computed, not typed here
 }
 
 

@@ -1,161 +1,125 @@
 # --8<-- [start:setup]
 import math
-import statistics
 from dataclasses import replace
 
-import matplotlib.pyplot as plt
 import torch
+from train import Config, train
 
-from gradflow_ref.arena import RECIPES, ArenaConfig, train
-
-device = "cuda" if torch.cuda.is_available() else "cpu"
-base = ArenaConfig(device=device)
+base = Config(
+    n_layers=1,
+    hidden=16,
+    n_heads=2,
+    seq_len=16,
+    micro_batch=8,
+    steps=6,
+    warmup=2,
+    lr=3e-2,
+    max_norm=0.0,
+    precision="fp32",
+    eval_every=6,
+    print_every=0,
+)
 seeds = (0, 1, 2)
+tokens = base.micro_batch * base.seq_len
 print(
-    f"{base.depth} Linear layers of width {base.width} with {base.activation}, plain SGD at lr "
-    f"{base.lr}, batch {base.batch_size}, {base.steps} steps, seeds {seeds}, on {device}"
+    f"{base.n_layers}-layer GPT, {base.hidden} wide, {tokens} tokens per step, {base.steps} steps"
 )
 # --8<-- [end:setup]
 
+# --8<-- [start:recipes]
+RECIPES = {
+    "none": {},
+    "clip": {"max_norm": 1.0},
+    "bf16": {"precision": "bf16"},
+    "bf16-pure": {"precision": "bf16-pure"},
+    "fp16": {"precision": "fp16", "loss_scaling": False},
+    "fp16-scaled": {"precision": "fp16"},
+    "accum": {"accum_steps": 2},
+    "ckpt": {"checkpointing": "full"},
+    "full": {"precision": "bf16", "max_norm": 1.0, "accum_steps": 2, "checkpointing": "full"},
+}
+print(f"{len(RECIPES)} recipes, {len(seeds)} seeds each")
+# --8<-- [end:recipes]
+
 
 # --8<-- [start:race]
-def race_seeds(cfg, recipes=tuple(RECIPES)):
-    return {name: [train(replace(cfg, seed=s), name) for s in seeds] for name in recipes}
+def run(cfg, recipe, seed):
+    cfg = replace(cfg, seed=seed, **RECIPES[recipe])
+    cfg = replace(cfg, micro_batch=cfg.micro_batch // cfg.accum_steps)
+    return train(cfg)["log"]
 
 
-conditions = {
-    "reference": base,
-    "lr 1.0": replace(base, lr=1.0),
-    "batch 1": replace(base, batch_size=1),
-    "FP16": replace(base, fp16=True),
-}
-runs = {label: race_seeds(cfg) for label, cfg in list(conditions.items())[:-1]}
-runs["FP16"] = race_seeds(conditions["FP16"], ("mixed", "full"))
-print(f"seeds that learned, of {len(seeds)}:".ljust(28) + "".join(f"{n:>9}" for n in RECIPES))
-for label, panel in runs.items():
-    learned = [sum(r.status == "learns" for r in panel[n]) if n in panel else "-" for n in RECIPES]
-    print(f"{label:<28}" + "".join(f"{k:>9}" for k in learned))
-finite = [n for n, rs in runs["lr 1.0"].items() if all(r.status != "NaN/inf" for r in rs)]
-assert finite == ["clip", "full"]
+def race(cfg, seeds=seeds):
+    return {name: [run(cfg, name, s) for s in seeds] for name in RECIPES}
+
+
+def final(log):
+    return log[-1]["val_loss"]
+
+
+conditions = {"reference": base, "lr 3.0": replace(base, lr=3.0)}
+runs = {label: race(cfg) for label, cfg in conditions.items()}
+print(f"{'held-out loss':<13}" + "".join(f"{c:>24}" for c in runs))
+for name in RECIPES:
+    ends = [" ".join(f"{final(log):7.3f}" for log in runs[c][name]) for c in runs]
+    print(f"{name:<13}" + "".join(f"{e:>24}" for e in ends))
 # --8<-- [end:race]
 
-# --8<-- [start:figure]
-fig, axes = plt.subplots(2, 3, figsize=(9.6, 5.6), sharex=True, sharey=True)
-styles = dict(zip(RECIPES, ["o-", "s-", "^-", "v-", "x--", "D-"]))
-looks = {"baseline": {"lw": 3}, "ckpt": {"markersize": 7, "mew": 1.2, "lw": 1, "zorder": 3}}
-scored = range(0, base.steps + 1, base.eval_every)
-for ax, (condition, drawn) in zip(axes.flat, runs.items()):
-    for recipe, seed_runs in drawn.items():
-        colour = f"C{list(RECIPES).index(recipe)}"
-        at = [
-            [v for r in seed_runs for s, v in zip(r.eval_steps, r.eval_loss) if s == x]
-            for x in scored
-        ]
-        band = [(x, min(v), max(v)) for x, v in zip(scored, at) if v and all(map(math.isfinite, v))]
-        mid = [(x, statistics.median(v)) for x, v in zip(scored, at) if len(v) == len(seeds)]
-        mid = [(x, m) for x, m in mid if math.isfinite(m)]
-        if band and recipe != "ckpt":
-            ax.fill_between(*zip(*band), color=colour, alpha=0.15, linewidth=0)
-        look = {"markersize": 3.5, **looks.get(recipe, {})}
-        ax.plot(*zip(*mid), styles[recipe], color=colour, label=recipe, **look)
-        for dead in [r.dead_at for r in seed_runs if r.status == "NaN/inf"]:
-            ax.plot(dead + 1, 2.5, "X", color=colour, markersize=9)
-    ax.set_title(condition if condition != "FP16" else "FP16 (mixed, full)")
-    ax.set_yscale("log")
-    ax.set_ylim(0.08, 3)
-for ax in [*axes[1], *axes[0, 1:]]:
-    ax.set_xlabel("optimizer step")
-    ax.tick_params(labelbottom=True)
-for ax in axes[:, 0]:
-    ax.set_ylabel("held-out loss")
-axes.flat[-2].axis("off")
-axes.flat[-1].axis("off")
-axes.flat[-2].legend(
-    *axes.flat[0].get_legend_handles_labels(), loc="center", title="X = weights became inf/NaN"
-)
-fig.suptitle(
-    f"Median of {len(seeds)} seeds, band from lowest to highest; loss every {base.eval_every} steps"
-)
-# --8<-- [end:figure]
-
-
-# --8<-- [start:failure_table]
-def table_cell(seed_runs):
-    if seed_runs is None:
-        return "–"
-    ends = sorted(r.final_loss for r in seed_runs if r.status != "NaN/inf")
-    parts = [f"{ends[0]:.3g}" + (f"–{ends[-1]:.3g}" if len(ends) > 1 else "")] if ends else []
-    for mark, status in (("↑", "worse than start"), ("NaN", "NaN/inf")):
-        if n := sum(r.status == status for r in seed_runs):
-            parts.append(f"{mark} {n}")
-    return ", ".join(parts)
-
-
-print("| recipe | " + " | ".join(runs) + " | fails under |")
-print("|:--" + "|--:" * len(runs) + "|:--|")
-for row_name in RECIPES:
-    cells = [table_cell(panel.get(row_name)) for panel in runs.values()]
-    fails = [
-        f"{c} ({sum(r.status != 'learns' for r in panel[row_name])}/{len(seeds)})"
-        for c, panel in runs.items()
-        if row_name in panel and any(r.status != "learns" for r in panel[row_name])
-    ]
-    print(f"| {row_name} | " + " | ".join(cells) + f" | {', '.join(fails) or 'none'} |")
-# --8<-- [end:failure_table]
-
 # --8<-- [start:reference]
-pairs = [(c, b) for p in list(runs.values())[:-1] for c, b in zip(p["ckpt"], p["baseline"])]
-same = sum(f"{c.loss}{c.eval_loss}" == f"{b.loss}{b.eval_loss}" for c, b in pairs)
 ref = runs["reference"]
-big = train(replace(base, batch_size=base.batch_size * base.accum_steps), "baseline")
-gap = max(abs(a - b) for a, b in zip(ref["accum"][0].eval_loss, big.eval_loss))
-print(f"ckpt repeats the baseline's losses digit for digit in {same} of {len(pairs)} runs")
-print(f"accum vs baseline with batch {big.config.batch_size}: largest loss gap {gap:.1e}")
-assert same == len(pairs)
+gaps = {
+    name: max(abs(final(a) - final(b)) for a, b in zip(ref[name], ref["none"])) for name in RECIPES
+}
+same = [
+    name
+    for name in RECIPES
+    if all(
+        [(s["loss"], s["grad_norm"]) for s in a] == [(s["loss"], s["grad_norm"]) for s in b]
+        and final(a) == final(b)
+        for a, b in zip(ref[name], ref["none"])
+    )
+]
+width = max(map(final, ref["none"])) - min(map(final, ref["none"]))
+skipped = sum(s["skipped"] for log in ref["fp16-scaled"] for s in log)
+for name, gap in list(gaps.items())[1:]:
+    print(f"{name:<12} largest gap to none with the same seed {gap:.1e}")
+print(f"none's spread over the seeds {width:.1e}; fp16-scaled skipped {skipped} steps")
+print(f"identical logs to none, every step and seed: {', '.join(same[1:])}")
+assert "ckpt" in same and max(gaps.values()) < width and skipped == 0
 # --8<-- [end:reference]
 
-# --8<-- [start:deep]
-deep = train(replace(base, depth=48))
-print(f"depth 48: largest gradient norm {max(deep.grad_norm):.1f}, {deep.status}")
-for dtype in (torch.float32, torch.bfloat16, torch.float16):
-    print(f"largest finite {str(dtype)[6:]:<8} {torch.finfo(dtype).max:.3e}")
-# --8<-- [end:deep]
-
 # --8<-- [start:high_lr]
-hot = conditions["lr 1.0"]
-clipped = runs["lr 1.0"]["clip"]
-adam = train(replace(hot, optimizer="adam", steps=3), "clip")
-step_bound = hot.lr * hot.max_norm
-largest = max(max(r.update_norm) for r in clipped)
-print(f"SGD  + clipping: largest step {largest:.3f} of all seeds (lr x max_norm = {step_bound})")
-print(f"Adam + clipping: first step   {adam.update_norm[0]:.1f}")
-assert largest <= step_bound < adam.update_norm[0]
+hot = runs["lr 3.0"]
+nan = {name: sum(not math.isfinite(final(log)) for log in hot[name]) for name in RECIPES}
+finite = [log for logs in hot.values() for log in logs if math.isfinite(final(log))]
+above = sum(final(log) > log[0]["loss"] for log in finite)
+died = [next(s["step"] + 1 for s in log if not math.isfinite(s["loss"])) for log in hot["fp16"]]
+clean = all(
+    math.isfinite(s["grad_norm"]) for log, d in zip(hot["fp16"], died) for s in log[: d - 1]
+)
+skips = [sum(s["skipped"] for s in log) for log in hot["fp16-scaled"]]
+first_scale = hot["fp16-scaled"][0][0]["loss_scale"]
+print(f"NaN seeds of {len(seeds)}: " + ", ".join(f"{n} {k}" for n, k in nan.items() if k))
+print(f"finite runs that ended above their first loss: {above} of {len(finite)}")
+print(f"fp16: loss NaN from step {died}; every gradient before it finite: {clean}")
+print(f"fp16-scaled: skipped steps {skips}, starting from a loss scale of {first_scale:g}")
+print(f"largest FP16 value {torch.finfo(torch.float16).max:.0f}")
+assert nan["fp16"] == len(seeds) and clean
 # --8<-- [end:high_lr]
 
-# --8<-- [start:batch_one]
-b1 = runs["batch 1"]
-noise = {name: [sum(r.grad_norm[:10]) / 10 for r in b1[name]] for name in ("baseline", "accum")}
-for name, runs_of_seeds in b1.items():
-    ends = ", ".join(f"{r.final_loss:.3g}" for r in runs_of_seeds)
-    print(f"{name:<9} final loss per seed: {ends}")
-for name, norms in noise.items():
-    print(f"{name:<9} mean gradient norm of steps 1-10: {min(norms):.2f} to {max(norms):.2f}")
-assert max(noise["accum"]) < min(noise["baseline"])
-# --8<-- [end:batch_one]
+# --8<-- [start:more_seeds]
+more = [run(conditions["lr 3.0"], "none", s) for s in range(len(seeds), 10)]
+wide = [final(log) for log in hot["none"] + more]
+higher = [name for name, logs in hot.items() if any(final(log) > max(wide) for log in logs)]
+print(f"none at lr 3.0, {len(wide)} seeds: {min(wide):.1f} to {max(wide):.1f}")
+print(f"recipes with a finite run above that: {', '.join(higher) or 'none'}")
+assert not higher
+# --8<-- [end:more_seeds]
 
-# --8<-- [start:fp16]
-half = runs["FP16"]
-zeros = {name: max(max(r.zero_frac) for r in half[name]) for name in half}
-bad = sum(n > 0 for name in half for r in half[name] for n in r.nonfinite)
-shift = max(abs(h.final_loss - b.final_loss) for n in half for h, b in zip(half[n], ref[n]))
-print(f"FP16, unscaled: most zero gradient entries in a step {zeros['mixed']:.2%}")
-print(f"FP16: steps with inf/NaN gradients {bad}; final loss moved vs BF16 by {shift:.1e}")
-print(f"full's loss scale at the end {[r.loss_scale[-1] for r in half['full']]}")
-rms = ref["baseline"][0].grad_norm[0] / math.sqrt(ref["baseline"][0].n_params)
-print(f"typical gradient entry {rms:.1e}; FP16 rounds below {2.0**-25:.1e} to zero")
-z, saturates = torch.linspace(0, 10, 10001, device=device), {}
-for dtype in (torch.bfloat16, torch.float16, torch.float32):
-    saturates[dtype] = z[torch.tanh(z.to(dtype)) == 1][0].item()
-    print(f"tanh(z) == 1 in {str(dtype)[6:]:<8} from z = {saturates[dtype]:.2f}")
-assert shift < max(r.final_loss for r in ref["mixed"]) - min(r.final_loss for r in ref["mixed"])
-# --8<-- [end:fp16]
+# --8<-- [start:batch]
+small = {f"{label}, batch 2": replace(cfg, micro_batch=2) for label, cfg in conditions.items()}
+one_seed = {label: race(cfg, seeds[:1]) for label, cfg in small.items()}
+for label, cell in one_seed.items():
+    dead = [name for name, (log,) in cell.items() if not math.isfinite(final(log))]
+    print(f"{label:<20} NaN: {', '.join(dead) or 'none'}")
+# --8<-- [end:batch]

@@ -16,7 +16,6 @@ from torch import nn
 from gradflow_ref import (
     _ranks,
     accumulation,
-    arena,
     benchmarks,
     checkpointing,
     clipping,
@@ -32,7 +31,6 @@ from gradflow_ref import (
 
 MODULES = [
     "accumulation",
-    "arena",
     "checkpointing",
     "clipping",
     "flow",
@@ -59,7 +57,6 @@ FIRST_ARG_ACCEPTS_ANYTHING = {
     # dataclasses of results or fixed tables: records, not inputs
     "accumulation.NoiseCurve",
     "accumulation.DDPResult",
-    "arena.Run",
     "checkpointing.CheckpointStats",
     "memory.MemoryBreakdown",
     "pipeline.StepReport",
@@ -71,8 +68,6 @@ FIRST_ARG_ACCEPTS_ANYTHING = {
     "fp8.Float8Format",
     "hardware.GPU",
     "hardware.OnChip",
-    # configurations whose every field has a default: the first field is checked by its type
-    "arena.Recipe",
 }
 
 
@@ -353,22 +348,6 @@ CASES = {
         lambda: pipeline.trace_step(_trainer(), []),
         ValueError,
         "at least one",
-    ),
-    # arena
-    "Recipe(clip='no')": (lambda: arena.Recipe(clip="no"), TypeError, "`clip`"),
-    "ArenaConfig depth 0": (lambda: arena.ArenaConfig(depth=0), ValueError, "`depth`"),
-    "ArenaConfig lr inf": (lambda: arena.ArenaConfig(lr=INF), ValueError, "`lr`"),
-    "ArenaConfig fp16 'yes'": (lambda: arena.ArenaConfig(fp16="yes"), TypeError, "`fp16`"),
-    "race no recipes": (lambda: arena.race(arena.ArenaConfig(), []), ValueError, "`recipes`"),
-    "race one name as str": (
-        lambda: arena.race(arena.ArenaConfig(), "clip"),
-        TypeError,
-        "`recipes`",
-    ),
-    "train unknown recipe": (
-        lambda: arena.train(arena.ArenaConfig(), "fast"),
-        ValueError,
-        "`recipe`",
     ),
     # accumulation
     "make_micro_batches([2.7])": (

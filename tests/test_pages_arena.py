@@ -1,4 +1,5 @@
-"""Builders of docs/arena.md (gradflow_site/pages/arena.py): words, ranges and the widget grid."""
+"""Builders of docs/arena.md (gradflow_site/pages/arena.py): ranges over seeds, which
+differences exceed them, the table, the figure and the widget's payload."""
 
 from __future__ import annotations
 
@@ -6,169 +7,202 @@ import html
 import json
 import math
 import re
-from dataclasses import replace
+from dataclasses import dataclass
 
 import pytest
-import torch
 
-from gradflow_ref.arena import RECIPES, ArenaConfig, Run, train
 from gradflow_site.pages import arena as page
-from gradflow_site.widgets import rounded
 
-SMALL = {"depth": [3], "lr": [0.1, 1.0], "batch_size": [4]}
-START = {"depth": 3, "lr": 0.1, "batch_size": 4}
+NAN = math.nan
 
 
-def ended(*finals: float, start: float = 1.0) -> list[Run]:
-    """Runs, one per seed, that scored `start` before training and ended at each of `finals`."""
-    runs = []
-    for final in finals:
-        run = Run("baseline", RECIPES["baseline"], ArenaConfig(), torch.float32)
-        run.loss, run.eval_loss = [start, final], [start, final]
-        runs.append(run)
-    return runs
+def log(val: float, losses=(5.5, 4.0), skipped: int = 0) -> list[dict]:
+    """A train.py log of len(losses) steps ending with held-out loss `val`."""
+    steps = [
+        {"step": i, "loss": v, "skipped": i < skipped, "loss_scale": 1.0}
+        for i, v in enumerate(losses)
+    ]
+    steps[-1]["val_loss"] = val
+    return steps
 
 
-@pytest.fixture(scope="module")
-def small_grid():
-    return page.grid(ArenaConfig(), SMALL, steps=2)
+def seeds(*vals: float) -> list[list[dict]]:
+    return [log(v) for v in vals]
 
 
-def test_same_digits_bf16_max_agrees_with_fp32_max_to_two_digits():
-    bf16, fp32 = torch.finfo(torch.bfloat16).max, torch.finfo(torch.float32).max
-    assert page.same_digits(bf16, fp32) == 2
+@dataclass
+class Cfg:  # the Config fields the widget reads
+    lr: float
+    micro_batch: int
+    steps: int = 2
+    precision: str = "fp32"
 
 
-def test_same_digits_counts_leading_significant_digits():
-    assert page.same_digits(1.0, 2.0) == 0
-    assert page.same_digits(1.23, 1.24) == 2
-    assert page.same_digits(0.5, 0.5) == 17
+RECIPES = {"none": {}, "clip": {"max_norm": 1.0}, "fp16": {"precision": "fp16"}}
 
 
-def test_same_digits_rejects_non_finite():
-    with pytest.raises(ValueError, match="`a` and `b` must be finite"):
-        page.same_digits(float("inf"), 1.0)
+def panel(*ranges) -> dict:
+    return {name: seeds(*vals) for name, vals in zip(RECIPES, ranges)}
 
 
-def test_names_lists_recipes_whose_every_seed_has_a_status():
-    panel = {"baseline": ended(0.5, 0.6), "clip": ended(0.5, 2.0), "accum": ended(0.4, 0.3)}
-    assert page.names(panel, "learns") == "baseline and accum"
-    assert page.names(panel, "learns", "worse than start") == "baseline, clip and accum"
-    assert page.names(panel, "NaN/inf") == "none"
+def test_final_reads_the_last_val_loss():
+    assert page.final(log(3.25)) == 3.25
 
 
-def test_names_accepts_single_runs():
-    runs = {name: train(replace(ArenaConfig(), steps=2, lr=1.0), name) for name in RECIPES}
-    listed = page.names(runs, "learns", "worse than start", "NaN/inf")
-    assert listed == ", ".join(list(RECIPES)[:-1]) + " and " + list(RECIPES)[-1]
-    assert page.names({"clip": runs["clip"]}, runs["clip"].status) == "clip"
+def test_final_turns_inf_into_nan():
+    assert math.isnan(page.final(log(math.inf)))
 
 
-def test_names_rejects_no_status():
-    with pytest.raises(ValueError, match="at least one status"):
-        page.names({})
+def test_final_rejects_a_log_without_val_loss():
+    with pytest.raises(ValueError, match="no `val_loss`"):
+        page.final([{"step": 0, "loss": 5.5}])
 
 
-def test_names_rejects_a_panel_of_non_runs():
-    with pytest.raises(TypeError, match="names: pass a Run or a non-empty list of Runs"):
-        page.names({"clip": [0.5]}, "learns")
-
-
-def test_count_counts_seeds_with_a_status():
-    assert page.count(ended(0.5, 2.0, 3.0), "worse than start") == 2
-    assert page.count(ended(0.5)[0], "learns") == 1
+def test_nan_count_counts_seeds_that_ended_nan():
+    assert page.nan_count(seeds(3.0, NAN, math.inf)) == 2
 
 
 def test_spread_gives_lowest_and_highest():
-    assert page.spread([0.379, 0.221, 0.234]) == "0.221–0.379"
-    assert page.spread([65536.0, 65536.0], "g") == "65536"
+    assert page.spread(seeds(3.479, 3.443, 3.451)) == "3.44–3.48"
 
 
-def test_spread_rejects_no_values():
-    with pytest.raises(ValueError, match="`values` is empty"):
+def test_spread_gives_one_value_when_all_round_alike():
+    assert page.spread(seeds(3.4431, 3.4429)) == "3.44"
+
+
+def test_spread_counts_nan_seeds():
+    assert page.spread(seeds(NAN, NAN)) == "NaN ×2"
+    assert page.spread(seeds(3.0, NAN, 4.0)) == "3–4, NaN ×1"
+
+
+def test_spread_rejects_no_logs():
+    with pytest.raises(ValueError, match="`logs` is empty"):
         page.spread([])
 
 
 def test_relation_says_whether_ranges_overlap():
-    low, high, wide = ended(0.1, 0.2), ended(0.3, 0.4), ended(0.15, 0.35)
-    assert page.relation(low, high) == "entirely below"
-    assert page.relation(high, low) == "entirely above"
+    low, high, wide = seeds(0.1, 0.2), seeds(0.3, 0.4), seeds(0.15, 0.35)
+    assert page.relation(low, high) == "below"
+    assert page.relation(high, low) == "above"
     assert page.relation(wide, high) == "overlapping"
 
 
-def test_relation_counts_a_dead_run_as_infinite():
-    dead = ended(0.2)[0]
-    dead.dead_at, dead.eval_loss[-1] = 1, math.nan
-    assert dead.status == "NaN/inf"
-    assert page.relation(ended(0.5, 0.9), [dead, *ended(0.3)]) == "overlapping"
-    assert page.relation(ended(0.5, 0.9), [dead]) == "entirely below"
+def test_relation_counts_a_nan_run_as_infinite():
+    assert page.relation(seeds(NAN, NAN), seeds(40.0, 50.0)) == "above"
+    assert page.relation(seeds(NAN, 30.0), seeds(40.0, 50.0)) == "overlapping"
 
 
-def test_below_names_recipes_beyond_the_spread():
-    panel = {"baseline": ended(0.3, 0.4), "clip": ended(0.35, 0.5), "accum": ended(0.1, 0.2)}
-    assert page.below(panel, "baseline") == "accum"
-    assert page.below(panel, "accum") == "none"
+def test_listing_joins_with_and():
+    assert page.listing([]) == "none"
+    assert page.listing(["a"]) == "a"
+    assert page.listing(["a", "b", "c"]) == "a, b and c"
 
 
-def test_below_rejects_an_unknown_recipe():
-    with pytest.raises(ValueError, match="below: `recipe` must be one of"):
-        page.below({"clip": ended(0.5)}, "baseline")
+def test_apart_names_recipes_beyond_the_spread():
+    runs = panel((3.4, 3.5), (3.45, 3.6), (3.0, 3.1))
+    assert page.apart(runs) == "fp16"
+    assert page.apart(runs, side="above") == "none"
+    assert page.apart(runs, against="fp16", side="above") == "none and clip"
 
 
-def test_grid_cell_holds_train_runs(small_grid):
-    cfg = replace(ArenaConfig(), steps=2, eval_every=1, depth=3, lr=1.0, batch_size=4)
-    for name in ("baseline", "clip", "mixed"):
-        run = train(cfg, name)
-        cell = small_grid.at(3, 1.0, 4)[name]
-        expected = [v if math.isfinite(v) else None for v in run.eval_loss]
-        assert cell["loss"] == rounded(expected)
-        assert cell["status"] == run.status
+def test_apart_rejects_an_unknown_recipe():
+    with pytest.raises(ValueError, match="`against` must be one of"):
+        page.apart(panel((3.4,)), against="ckpt")
 
 
-def test_grid_fp16_holds_only_the_low_precision_recipes(small_grid):
-    assert page.LOW_PRECISION == ["mixed", "full"]
-    for _, hf in small_grid.pairs():
-        assert list(hf) == page.LOW_PRECISION
-    halves = [cell[1] for by_lr in small_grid.cells for by_batch in by_lr for cell in by_batch]
-    for half in halves:
-        assert [s is None for s in half] == [name not in page.LOW_PRECISION for name in RECIPES]
-    cfg = replace(ArenaConfig(), steps=2, eval_every=1, depth=3, lr=0.1, batch_size=4, fp16=True)
-    assert small_grid.at(3, 0.1, 4, fp16=True)["mixed"]["status"] == train(cfg, "mixed").status
+def test_apart_rejects_an_unknown_side():
+    with pytest.raises(ValueError, match="`side` must be"):
+        page.apart(panel((3.4,)), side="left")
 
 
-def test_grid_counts_agree_with_its_cells(small_grid):
-    pairs = small_grid.pairs()
-    assert len(pairs) == len(small_grid.positions()) == 2
-    assert small_grid.ckpt_same() == sum(bf["ckpt"] == bf["baseline"] for bf, _ in pairs)
-    assert small_grid.skips() == [hf["full"]["skipped"] for _, hf in pairs]
-    dead = [hf for _, hf in pairs if hf["mixed"]["status"] == "NaN/inf"]
-    assert [hf for _, hf in small_grid.fp16_dead()] == dead
+def test_changes_writes_config_fields():
+    assert page.changes({}) == "—"
+    assert page.changes({"precision": "fp16", "loss_scaling": False}) == (
+        "precision='fp16', loss_scaling=False"
+    )
 
 
-def test_grid_rejects_unknown_axes():
-    with pytest.raises(ValueError, match="`axes` must have the keys"):
-        page.grid(ArenaConfig(), {"depth": [3]})
+def test_table_has_a_range_and_a_verdict_per_condition():
+    runs = {"reference": panel((3.4, 3.5), (3.45, 3.6), (3.0, 3.1))}
+    rows = page.table(runs, RECIPES).splitlines()
+    assert rows[0] == "| recipe | Config changes | reference | vs none |"
+    assert rows[2] == "| none | — | 3.4–3.5 | – |"
+    assert rows[3] == "| clip | max_norm=1.0 | 3.45–3.6 | within the spread |"
+    assert rows[4] == "| fp16 | precision='fp16' | 3–3.1 | lower |"
 
 
-def test_widget_keeps_the_arena_data_contract(small_grid):
-    out = page.widget(small_grid, START)
-    data = json.loads(html.unescape(re.search(r'data-gf-data="([^"]*)"', out).group(1)))
-    assert set(data) == {
-        "depth",
-        "lr",
-        "batch_size",
-        "steps",
-        "recipes",
-        "low_precision",
-        "start",
-        "runs",
-    }
-    assert data["recipes"] == list(RECIPES) and data["start"] == START
-    assert data["low_precision"] == page.LOW_PRECISION
-    assert data["runs"] == json.loads(json.dumps(small_grid.cells))
-    assert "arena" in out and "<svg" in out
+def test_table_says_no_run_where_a_condition_lacks_a_recipe():
+    runs = {"reference": panel((3.4,), (3.4,), (3.4,)), "other": panel((3.0,), (3.1,))}
+    fp16 = page.table(runs, RECIPES).splitlines()[-1]
+    assert fp16.endswith("| no run | – |")
 
 
-def test_ends_names_every_recipe_of_the_start_cell(small_grid):
-    text = page.ends(small_grid, START)
-    assert text.count(" ends at ") == len(RECIPES)
+def test_figure_draws_one_panel_per_condition_and_marks_nan_seeds():
+    runs = {"reference": panel((3.4, 3.5), (3.45,), (3.0,)), "hot": panel((20.0,), (NAN, 30.0))}
+    fig = page.figure(runs)
+    assert [ax.get_title() for ax in fig.axes] == ["reference", "hot"]
+    notes = [t.get_text() for t in fig.axes[1].texts]
+    assert notes == ["NaN ×1"]
+
+
+def widget_cells():
+    return [
+        (Cfg(0.03, 8), panel((3.4, 3.5), (3.4, 3.5), (3.4, 3.5))),
+        (Cfg(3.0, 8), panel((20.0, 30.0), (25.0, 35.0), (NAN, NAN))),
+        (Cfg(0.03, 2), panel((3.6,), (3.6,), (3.6,))),
+        (Cfg(3.0, 2), panel((22.0,), (23.0,), (NAN,))),
+    ]
+
+
+def test_widget_data_orders_the_axes():
+    data = page.widget_data(widget_cells(), [0, 1], RECIPES)
+    assert data["lr"] == [0.03, 3.0] and data["batch"] == [2, 8]
+    assert data["recipes"] == list(RECIPES) and data["steps"] == 2
+
+
+def test_widget_data_holds_none_for_seeds_not_run():
+    data = page.widget_data(widget_cells(), [0, 1], RECIPES)
+    lr, batch = data["lr"].index(0.03), data["batch"].index(2)
+    assert data["runs"][lr][batch][1] is None
+    assert data["runs"][lr][batch][0] is not None
+    assert all(cell is not None for cell in data["runs"][lr][data["batch"].index(8)])
+
+
+def test_widget_data_summarises_each_run():
+    data = page.widget_data(widget_cells(), [0, 1], RECIPES)
+    hot = data["runs"][data["lr"].index(3.0)][data["batch"].index(8)][0]
+    assert hot[0] == {"loss": [5.5, 4.0], "val": 20.0, "skipped": 0}
+    assert hot[2]["val"] is None
+
+
+def test_widget_data_writes_nan_losses_as_none():
+    cells = widget_cells()
+    cells[0][1]["none"][0] = log(NAN, losses=(5.5, NAN))
+    data = page.widget_data(cells, [0, 1], RECIPES)
+    run = data["runs"][0][data["batch"].index(8)][0][0]
+    assert run["loss"] == [5.5, None] and run["val"] is None
+
+
+def test_widget_data_gives_each_recipe_its_precision():
+    data = page.widget_data(widget_cells(), [0, 1], RECIPES)
+    assert data["precision"] == ["fp32", "fp32", "fp16"]
+
+
+def test_widget_data_rejects_a_missing_pair():
+    with pytest.raises(ValueError, match=r"no runs for \(lr, batch\)"):
+        page.widget_data(widget_cells()[:3], [0, 1], RECIPES)
+
+
+def test_widget_keeps_the_data_contract():
+    data = page.widget_data(widget_cells(), [0, 1], RECIPES)
+    start = {"lr": 3.0, "batch": 8, "seed": 0}
+    out = page.widget(data, start)
+    stored = json.loads(html.unescape(re.search(r'data-gf-data="([^"]*)"', out).group(1)))
+    assert stored == {**json.loads(json.dumps(data)), "start": start}
+    assert "<svg" in out
+
+
+def test_widget_rejects_a_start_without_a_run():
+    data = page.widget_data(widget_cells(), [0, 1], RECIPES)
+    with pytest.raises(ValueError, match="has no run"):
+        page.widget(data, {"lr": 0.03, "batch": 2, "seed": 1})

@@ -1,28 +1,32 @@
-"""The arena widget (docs/arena.md) in chromium: every control selects the grid cell whose
-build-time runs it draws, the FP16 switch changes only the low-precision recipes and labels the
-others FP32, the step slider and Play move along the steps, and the runs it holds are those
-gradflow_ref.arena.train produces for the same configuration.
+"""The arena widget (docs/arena.md) in chromium: every control selects the cell whose
+build-time runs it draws, a seed the build did not run says so and draws nothing, the step
+slider and Play move along the steps, and the runs it holds are those snippets/train.py
+produces for the same configuration.
 
-The page stores each held-out loss to 4 significant digits (gradflow_site.widgets.rounded), so a
-stored loss is within 5e-4 of train()'s, relatively.
+The page stores each loss to 4 significant digits (gradflow_site.widgets.rounded), so a stored
+loss is within 5e-4 of train()'s, relatively.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
+import sys
 from dataclasses import replace
 
 import pytest
 from torch.testing import assert_close
 
-from gradflow_ref.arena import RECIPES, ArenaConfig, train
+from gradflow_site.labs import sections
 from tests._browser import open_page
+from tests._site import ROOT
 
 pytestmark = [pytest.mark.build, pytest.mark.browser]
 
 STORED = 5e-4  # rtol of a loss rounded to 4 significant digits
-YMAX = 100  # the top of the widget's loss axis (arena.js)
+YMAX = 300  # the top of the widget's loss axis (arena.js)
+CONTROLS = ("Learning rate", "Batch", "Seed")
 
 
 @pytest.fixture(scope="module")
@@ -48,155 +52,128 @@ def move(slider, index: int) -> None:
         slider.press("ArrowRight")
 
 
-def drawn(page) -> dict[str, dict[str, str]]:
-    """The data-* attributes of every recipe's curve group, by recipe."""
-    return snapshot(page)["runs"]
-
-
 def snapshot(page) -> dict:
-    """In one round trip: the status line's data-*, every curve group's data-* (with `cross`,
-    the number of inf/NaN marks) and the table's cells."""
+    """In one round trip: the status line's data-* and text, every curve group's data-* (with
+    `cross`, the number of inf/NaN marks) and the table's cells."""
     return page.evaluate(
         """() => {
           const fig = document.querySelector('[data-gf-widget="arena"]');
           const runs = [...fig.querySelectorAll('.gf-arena-run')].map(g =>
             [g.dataset.recipe, {...g.dataset, cross: g.querySelectorAll('text').length}]);
+          const status = fig.querySelector('.gf-status');
           return {
-            status: {...fig.querySelector('.gf-status').dataset},
+            status: {...status.dataset, text: status.textContent},
             runs: Object.fromEntries(runs),
-            table: [...fig.querySelectorAll('.gf-table tbody tr')].map(
+            table: [...fig.querySelectorAll('.gf-arena-tablewrap tbody tr')].map(
               tr => [...tr.cells].map(td => td.textContent)),
           };
         }"""
     )
 
 
-def expected_final(run) -> float:
-    return math.inf if run["loss"][-1] is None else run["loss"][-1]
-
-
-def cell_runs(data, index, half: bool) -> dict[str, dict]:
-    """The runs the widget should draw: FP16 replaces only the low-precision recipes' runs."""
-    i, j, k = index
-    bf16, fp16 = data["runs"][i][j][k]
-    low = data["low_precision"]
-    return {
-        name: fp16[r] if half and name in low else bf16[r] for r, name in enumerate(data["recipes"])
-    }
-
-
-def test_arena_widget_leaves_out_a_slider_over_one_value(page, data):
-    fig = widget(page)
-    for label, key in (("Depth", "depth"), ("Learning rate", "lr"), ("Batch size", "batch_size")):
-        shown = fig.get_by_role("slider", name=label).count()
-        assert shown == (len(data[key]) > 1), label
-
-
 def test_arena_widget_every_control_draws_its_cells_runs(page, data):
     fig = widget(page)
-    assert len(data["depth"]) == 1, "this test moves the learning-rate and batch sliders only"
-    sliders = [fig.get_by_role("slider", name=label) for label in ("Learning rate", "Batch size")]
-    fp16 = fig.get_by_role("checkbox", name="FP16 instead of BF16")
+    sliders = [fig.get_by_role("slider", name=label) for label in CONTROLS]
     fig.get_by_role("slider", name="Step").press("End")
-    depth = data["depth"][0]
     # nested loops move one control per cell: every control takes every value
-    for j, lr in enumerate(data["lr"]):
-        move(sliders[0], j)
-        for k, batch in enumerate(data["batch_size"]):
-            move(sliders[1], k)
-            for half in (False, True):
-                fp16.set_checked(half)
-                check_cell(snapshot(page), data, (depth, lr, batch, half), (0, j, k))
+    for i, lr in enumerate(data["lr"]):
+        move(sliders[0], i)
+        for j, batch in enumerate(data["batch"]):
+            move(sliders[1], j)
+            for k, seed in enumerate(data["seeds"]):
+                move(sliders[2], k)
+                check_cell(snapshot(page), data, (lr, batch, seed), data["runs"][i][j][k])
 
 
-def check_cell(shot, data, cell, index):
-    depth, lr, batch, half = cell
+def check_cell(shot, data, cell, runs):
+    lr, batch, seed = cell
     status = shot["status"]
-    assert [float(status[key]) for key in ("depth", "lr", "batch")] == [depth, lr, batch]
-    assert status["fp16"] == str(half).lower() and status["step"] == str(data["steps"])
-    runs = cell_runs(data, index, half)
-    assert list(shot["runs"]) == list(runs) == list(RECIPES)
-    for (name, run), row in zip(runs.items(), shot["table"]):
+    assert [float(status["lr"]), int(status["batch"]), int(status["seed"])] == list(cell)
+    if runs is None:
+        assert status["ran"] == "false" and shot["runs"] == {} and shot["table"] == []
+        assert "no run" in status["text"], cell
+        return
+    assert status["ran"] == "true" and status["step"] == str(data["steps"])
+    assert list(shot["runs"]) == data["recipes"]
+    for name, run, row, precision in zip(data["recipes"], runs, shot["table"], data["precision"]):
         shown = shot["runs"][name]
-        assert float(shown["final"]) == expected_final(run), (cell, name)
-        assert shown["status"] == run["status"], (cell, name)
-        assert shown["cross"] == (run["dead"] is not None), (cell, name)
-        assert row[0] == name and row[4] == str(run["skipped"]), (cell, row)
-        if run["status"] != "NaN/inf":
-            assert row[3].endswith(f"({run['status']})"), (cell, row)
-        elif run["dead"] is not None:
-            assert row[3] == f"weights inf/NaN after step {run['dead']}", (cell, row)
+        assert shown["val"] == ("nan" if run["val"] is None else str(run["val"])), (cell, name)
+        assert row[0] == name and row[1] == precision and row[4] == str(run["skipped"])
+        assert shown["cross"] == (None in run["loss"]), (cell, name)
 
 
-def test_arena_widget_fp16_retrains_only_the_low_precision_recipes(page, data):
+def test_arena_widget_says_no_run_for_a_seed_the_build_did_not_run(page, data):
+    cells = [
+        (i, j, k)
+        for i in range(len(data["lr"]))
+        for j in range(len(data["batch"]))
+        for k in range(len(data["seeds"]))
+        if data["runs"][i][j][k] is None
+    ]
+    assert cells, "the page should hold a cell without a run"
+    i, j, k = cells[0]
     fig = widget(page)
-    fp16 = fig.get_by_role("checkbox", name="FP16 instead of BF16")
-    fp16.set_checked(False)
-    bf16 = snapshot(page)
-    fp16.set_checked(True)
-    half = snapshot(page)
-    low = data["low_precision"]
-    assert low == ["mixed", "full"]
-    for row_bf, row_half in zip(bf16["table"], half["table"]):
-        name = row_bf[0]
-        if name in low:
-            assert (row_bf[1], row_half[1]) == ("BF16", "FP16"), name
-        else:
-            # one FP32 run, drawn under either setting and labelled as such
-            assert row_bf[1] == row_half[1] == "FP32", name
-            assert row_bf[2:] == row_half[2:], name
-            assert bf16["runs"][name] == half["runs"][name], name
-    fp16.set_checked(False)
+    for label, index in zip(CONTROLS, (i, j, k)):
+        move(fig.get_by_role("slider", name=label), index)
+    shot = snapshot(page)
+    assert shot["runs"] == {} and "no run" in shot["status"]["text"]
+    ran = [s for s, run in zip(data["seeds"], data["runs"][i][j]) if run is not None]
+    assert f"seed {', '.join(map(str, ran))} only" in shot["status"]["text"]
+    assert fig.locator(".gf-arena-tablewrap").text_content() == "No run at this seed."
 
 
-@pytest.mark.parametrize(
-    "cell",
-    [(12, 1.0, 1, True), (12, 0.1, 1, False)],
-    ids=lambda c: "depth{}-lr{}-batch{}-{}".format(*c[:3], "fp16" if c[3] else "bf16"),
-)
-def test_arena_widget_runs_match_train(page, data, cell):
-    depth, lr, batch_size, fp16 = cell
-    cfg = replace(
-        ArenaConfig(),
-        steps=data["steps"],
-        eval_every=1,
-        depth=depth,
-        lr=lr,
-        batch_size=batch_size,
-        fp16=fp16,
+@pytest.fixture(scope="module")
+def arena_run():
+    """The snippet's `run(cfg, recipe, seed)` and `base`, with snippets/train.py's train."""
+    code = dict(sections(ROOT / "snippets" / "arena.py"))
+    spec = importlib.util.spec_from_file_location("train", ROOT / "snippets" / "train.py")
+    train = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train)
+    namespace: dict = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "train", train)
+        exec(code["setup"] + "\n" + code["recipes"], namespace)
+        exec(code["race"].split("\nconditions =")[0], namespace)
+    return namespace["run"], namespace["base"]
+
+
+@pytest.mark.parametrize("recipe", ["none", "fp16", "fp16-scaled"])
+def test_arena_widget_runs_match_train(page, data, arena_run, recipe):
+    run, base = arena_run
+    lr, batch, seed = max(data["lr"]), base.micro_batch, data["seeds"][0]
+    stored = page.evaluate("c => GF.logic.arena.cell(...c)", [lr, batch, seed])[recipe]
+    log = run(replace(base, lr=lr, micro_batch=batch), recipe, seed)
+    losses = [s["loss"] if math.isfinite(s["loss"]) else None for s in log]
+    assert [v is None for v in stored["loss"]] == [v is None for v in losses]
+    assert_close(
+        [float(v) for v in stored["loss"] if v is not None],
+        [v for v in losses if v is not None],
+        rtol=STORED,
+        atol=0,
     )
-    stored = page.evaluate("c => GF.logic.arena.cell(...c)", list(cell))
-    for name in RECIPES:
-        run, shown = train(cfg, name), stored[name]
-        assert shown["status"] == run.status
-        assert shown["skipped"] == sum(run.skipped)
-        assert shown["dead"] == (None if run.dead_at is None else run.dead_at + 1)
-        finite = [v if math.isfinite(v) else None for v in run.eval_loss]
-        assert [v is None for v in shown["loss"]] == [v is None for v in finite], name
-        assert_close(
-            floats([v for v in shown["loss"] if v is not None]),
-            [v for v in finite if v is not None],
-            rtol=STORED,
-            atol=0,
-        )
+    assert stored["skipped"] == sum(s["skipped"] for s in log)
+    val = log[-1]["val_loss"]
+    assert (stored["val"] is None) == (not math.isfinite(val))
 
 
 def test_arena_widget_step_slider_draws_the_loss_at_that_step(page, data):
     fig = widget(page)
-    move(fig.get_by_role("slider", name="Learning rate"), data["lr"].index(1.0))
-    move(fig.get_by_role("slider", name="Batch size"), data["batch_size"].index(1))
-    fig.get_by_role("checkbox", name="FP16 instead of BF16").set_checked(True)
-    runs = page.evaluate("GF.logic.arena.cell(12, 1.0, 1, true)")
-    assert runs["mixed"]["dead"] is not None, "this cell should hold a run that dies"
+    move(fig.get_by_role("slider", name="Learning rate"), data["lr"].index(max(data["lr"])))
+    move(fig.get_by_role("slider", name=CONTROLS[1]), len(data["batch"]) - 1)
+    move(fig.get_by_role("slider", name="Seed"), 0)
+    runs = page.evaluate(
+        "c => GF.logic.arena.cell(...c)", [max(data["lr"]), data["batch"][-1], data["seeds"][0]]
+    )
+    assert any(None in run["loss"] for run in runs.values()), "this cell should hold a NaN run"
     step = fig.get_by_role("slider", name="Step")
     step.press("Home")
-    for k in range(data["steps"] + 1):
-        shown = drawn(page)
-        assert widget(page).locator(".gf-status").get_attribute("data-step") == str(k)
+    for k in range(1, data["steps"] + 1):
+        shown = snapshot(page)
+        assert shown["status"]["step"] == str(k)
         for name, run in runs.items():
-            want = json.dumps(run["loss"][k]) if k < len(run["loss"]) else "stopped"
-            assert shown[name]["shown"] == want, (k, name)
-            assert shown[name]["cross"] == (run["dead"] is not None and k >= run["dead"])
+            assert shown["runs"][name]["shown"] == json.dumps(run["loss"][k - 1]), (k, name)
+            dead = None if None not in run["loss"] else run["loss"].index(None) + 1
+            assert shown["runs"][name]["cross"] == (dead is not None and k >= dead), (k, name)
         step.press("ArrowRight")
 
 
@@ -207,7 +184,7 @@ def test_arena_widget_play_advances_and_pause_stops(page):
     play = fig.get_by_role("button", name="Play")
     play.click()
     page.wait_for_function(
-        "() => +document.querySelector('[data-gf-widget=arena] .gf-status').dataset.step >= 2"
+        "() => +document.querySelector('[data-gf-widget=arena] .gf-status').dataset.step >= 3"
     )
     pause = fig.get_by_role("button", name="Pause")
     assert pause.get_attribute("aria-pressed") == "true"
@@ -239,20 +216,20 @@ def top(a, b, k):
     ("loss", "expected"),
     [
         (
-            [1.0, 10.0, 1000.0, 50.0, 0.5],
+            [5.0, 50.0, 3000.0, 50.0, 5.0],
             [
                 {
-                    "points": [[0, 1.0], [1, 10.0], top(10.0, 1000.0, 2)],
-                    "exit": top(10.0, 1000.0, 2),
+                    "points": [[0, 5.0], [1, 50.0], top(50.0, 3000.0, 2)],
+                    "exit": top(50.0, 3000.0, 2),
                 },
-                {"points": [top(1000.0, 50.0, 3), [3, 50.0], [4, 0.5]], "exit": None},
+                {"points": [top(3000.0, 50.0, 3), [3, 50.0], [4, 5.0]], "exit": None},
             ],
         ),
         (
-            [200.0, None, 2.0],
+            [500.0, None, 2.0],
             [{"points": [], "exit": [0, YMAX]}, {"points": [[2, YMAX], [2, 2.0]], "exit": None}],
         ),
-        ([0.5, 0.4, 0.3], [{"points": [[0, 0.5], [1, 0.4], [2, 0.3]], "exit": None}]),
+        ([5.5, 4.0, 3.4], [{"points": [[0, 5.5], [1, 4.0], [2, 3.4]], "exit": None}]),
     ],
     ids=["exit-and-return", "start-above", "inside"],
 )

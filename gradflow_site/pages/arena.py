@@ -1,263 +1,238 @@
-"""Build side of docs/arena.md: words for the chapter's prose and the arena widget's races.
+"""Build side of docs/arena.md: the race's figure, table, words and widget data.
 
-The runs themselves come from snippets/arena.py (what the reader copies): there every condition
-is raced with several seeds, `{recipe: [one Run per seed]}`. This module turns such runs into
-words (which recipes, what range, which difference exceeds the seeds' spread) and computes the
-widget's grid of short one-seed races with gradflow_ref.arena.
+The runs come from snippets/arena.py (what the reader copies), which trains every recipe with
+snippets/train.py: `{condition: {recipe: [one log per seed]}}`, a log being train()'s list of
+per-step dicts (`loss`, `skipped`, ... and `val_loss` on the last step). This module reads such
+runs: the range of the final held-out loss over the seeds, which recipes' ranges lie apart from
+another's, the strip figure of every seed's result, the failure table and the widget's payload.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-
-from gradflow_ref.arena import RECIPES, ArenaConfig, Run, race
 
 __all__ = [
-    "GRID",
-    "LOW_PRECISION",
-    "START",
-    "Grid",
-    "below",
-    "count",
-    "ends",
-    "grid",
-    "names",
+    "apart",
+    "changes",
+    "figure",
+    "final",
+    "listing",
+    "nan_count",
     "relation",
-    "same_digits",
     "spread",
+    "table",
     "widget",
+    "widget_data",
 ]
 
-GRID = {"depth": [12], "lr": [0.1, 0.3, 1.0], "batch_size": [1, 16]}  # the widget's sliders
-START = {"depth": 12, "lr": 0.3, "batch_size": 16}  # the cell the widget opens on
-LOW_PRECISION = [name for name, recipe in RECIPES.items() if recipe.mixed]  # have an FP16 run
-STYLES = dict(zip(RECIPES, ["o-", "s-", "^-", "v-", "x--", "D-"]))  # as snippets/arena.py
+
+def final(log: list[dict]) -> float:
+    """Return the held-out loss a run's log ends with (nan where it was inf or NaN)."""
+    if not log or "val_loss" not in log[-1]:
+        raise ValueError("final: the log's last step has no `val_loss`; pass train()['log'].")
+    value = log[-1]["val_loss"]
+    return value if math.isfinite(value) else math.nan
 
 
-def _seed_runs(runs, func: str) -> list[Run]:
-    if isinstance(runs, Run):
-        return [runs]
-    runs = list(runs)
-    if not runs or not all(isinstance(r, Run) for r in runs):
-        raise TypeError(
-            f"{func}: pass a Run or a non-empty list of Runs (one per seed), got {runs!r}."
-        )
-    return runs
+def nan_count(logs: list[list[dict]]) -> int:
+    """Return how many of `logs` (one per seed) ended with an inf or NaN held-out loss."""
+    return sum(math.isnan(final(log)) for log in logs)
 
 
-def _listing(hits) -> str:
-    hits = list(hits)
-    if len(hits) < 2:
-        return hits[0] if hits else "none"
-    return ", ".join(hits[:-1]) + " and " + hits[-1]
+def spread(logs: list[list[dict]], fmt: str = ".3g") -> str:
+    """Return the range of the finite final losses of `logs` and how many seeds hit NaN.
 
-
-def names(panel: dict, *statuses: str) -> str:
-    """Return the recipes of `panel` all of whose runs have one of `statuses`, as "a, b and c".
-
-    `panel` maps a recipe to its runs, one per seed (`{"clip": [run, run, run], ...}`) or to a
-    single Run. Returns "none" when no recipe qualifies.
+    Example: "3.44–3.48", "18–38", "NaN ×3" or "3.44–3.48, NaN ×1".
     """
-    if not statuses:
-        raise ValueError("names: give at least one status, e.g. names(panel, 'NaN/inf').")
-    return _listing(
-        name
-        for name, runs in panel.items()
-        if all(r.status in statuses for r in _seed_runs(runs, "names"))
-    )
+    if not logs:
+        raise ValueError("spread: `logs` is empty; pass one log per seed.")
+    ends = sorted(v for v in map(final, logs) if not math.isnan(v))
+    parts = []
+    if ends:
+        low, high = f"{ends[0]:{fmt}}", f"{ends[-1]:{fmt}}"
+        parts.append(low if low == high else f"{low}–{high}")
+    if n := nan_count(logs):
+        parts.append(f"NaN ×{n}")
+    return ", ".join(parts)
 
 
-def count(runs, status: str) -> int:
-    """Return how many of `runs` (one per seed) have `status`."""
-    return sum(r.status == status for r in _seed_runs(runs, "count"))
-
-
-def spread(values, fmt: str = ".3g") -> str:
-    """Return the range of `values` as "lowest–highest" (one value when they are all equal).
-
-    Example: spread([0.379, 0.221, 0.234]) == "0.221–0.379".
-    """
-    values = list(values)
-    if not values:
-        raise ValueError("spread: `values` is empty; pass at least one number.")
-    low, high = f"{min(values):{fmt}}", f"{max(values):{fmt}}"
-    return low if low == high else f"{low}–{high}"
-
-
-def relation(a, b) -> str:
+def relation(a: list[list[dict]], b: list[list[dict]]) -> str:
     """Return how the final losses of runs `a` lie against those of `b`, over their seeds.
 
-    "entirely below" when every run of `a` ended lower than every run of `b`, "entirely
-    above" for the reverse, and "overlapping" when the two ranges overlap, so the difference
-    is within the seeds' spread. A run that hit inf/NaN counts as ending at +inf.
+    "below" when every seed of `a` ended lower than every seed of `b`, "above" for the
+    reverse, "overlapping" otherwise: then the seed alone could make the difference. A run
+    that ended inf or NaN counts as +inf.
     """
 
-    def ends(runs, func):
-        return [
-            r.final_loss if r.status != "NaN/inf" and math.isfinite(r.final_loss) else math.inf
-            for r in _seed_runs(runs, func)
-        ]
+    def ends(logs):
+        if not logs:
+            raise ValueError("relation: pass one log per seed for `a` and `b`, got an empty list.")
+        return [math.inf if math.isnan(v) else v for v in map(final, logs)]
 
-    a, b = ends(a, "relation"), ends(b, "relation")
+    a, b = ends(a), ends(b)
     if max(a) < min(b):
-        return "entirely below"
+        return "below"
     if min(a) > max(b):
-        return "entirely above"
+        return "above"
     return "overlapping"
 
 
-def below(panel: dict, recipe: str) -> str:
-    """Return the recipes of `panel` whose final losses all lie below every one of `recipe`'s.
+def listing(names) -> str:
+    """Return `names` as "a, b and c", or "none" when there are none."""
+    names = list(names)
+    if len(names) < 2:
+        return names[0] if names else "none"
+    return ", ".join(names[:-1]) + " and " + names[-1]
 
-    Those are the differences from `recipe` that exceed the seeds' spread (`relation`), as
-    "a, b and c", or "none".
+
+def apart(panel: dict, against: str = "none", side: str | None = None) -> str:
+    """Return the recipes of `panel` whose range lies apart from `against`'s, as `listing`.
+
+    `side` keeps only those "below" or "above" it; by default both.
     """
-    if recipe not in panel:
-        raise ValueError(f"below: `recipe` must be one of {list(panel)}, got {recipe!r}.")
-    return _listing(
-        n for n, runs in panel.items() if relation(runs, panel[recipe]) == "entirely below"
+    if against not in panel:
+        raise ValueError(f"apart: `against` must be one of {list(panel)}, got {against!r}.")
+    if side not in (None, "below", "above"):
+        raise ValueError(f"apart: `side` must be None, 'below' or 'above', got {side!r}.")
+    sides = (side,) if side else ("below", "above")
+    return listing(
+        name
+        for name, logs in panel.items()
+        if name != against and relation(logs, panel[against]) in sides
     )
 
 
-def same_digits(a: float, b: float) -> int:
-    """Return how many leading significant digits `a` and `b` share when both are rounded.
+def changes(recipe: dict) -> str:
+    """Return a recipe's Config changes as `field=value` text ("—" for none)."""
+    return ", ".join(f"{k}={v!r}" for k, v in recipe.items()) or "—"
 
-    Example: same_digits(3.390e38, 3.403e38) == 2 (both are 3.4e38; 3.39e38 != 3.40e38).
+
+def table(runs: dict, recipes: dict, against: str = "none") -> str:
+    """Return the race as a Markdown table: per recipe, its changes and, per condition, the
+    range of the final held-out loss over the seeds and how it lies against `against`'s."""
+    from gradflow_site.render import table as markdown_table
+
+    words = {"below": "lower", "above": "higher", "overlapping": "within the spread"}
+    headers = ["recipe", "Config changes"]
+    for condition in runs:
+        headers += [condition, f"vs {against}"]
+    rows = []
+    for name, recipe in recipes.items():
+        row = [name, changes(recipe)]
+        for panel in runs.values():
+            if name not in panel:
+                row += ["no run", "–"]
+                continue
+            side = "–" if name == against else words[relation(panel[name], panel[against])]
+            row += [spread(panel[name]), side]
+        rows.append(row)
+    return markdown_table(headers, rows, "ll" + "rl" * len(runs))
+
+
+def figure(runs: dict, against: str = "none"):
+    """Return a strip figure: per condition, every seed's final held-out loss per recipe.
+
+    `against`'s range is shaded across each panel, so a recipe whose dots leave the band
+    differs by more than the seeds spread it; a seed that ended inf or NaN is an × at the
+    panel's right edge.
     """
-    if not (math.isfinite(a) and math.isfinite(b)):
-        raise ValueError(f"same_digits: `a` and `b` must be finite, got {a!r} and {b!r}.")
-    digits = 0
-    while digits < 17 and f"{a:.{digits}e}" == f"{b:.{digits}e}":
-        digits += 1
-    return digits
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs), 3.6), sharey=True)
+    axes = [axes] if len(runs) == 1 else list(axes)
+    for ax, (condition, panel) in zip(axes, runs.items()):
+        names = list(panel)
+        finite = [v for logs in panel.values() for v in map(final, logs) if not math.isnan(v)]
+        low, high = min(finite), max(finite)
+        pad = (high - low) * 0.08 or 0.01
+        edge = high + 2 * pad
+        band = [final(log) for log in panel[against]]
+        if not any(map(math.isnan, band)):
+            ax.axvspan(min(band), max(band), color="0.85", lw=0)
+        for row, name in enumerate(names):
+            ends = list(map(final, panel[name]))
+            xs = [v for v in ends if not math.isnan(v)]
+            ax.plot(xs, [row] * len(xs), "o", color=f"C{row % 10}", ms=5, alpha=0.85)
+            if n := sum(map(math.isnan, ends)):
+                ax.plot([edge], [row], "X", color=f"C{row % 10}", ms=8)
+                ax.annotate(f"NaN ×{n}", (edge, row), xytext=(6, -3), textcoords="offset points")
+        ax.set_xlim(low - pad, edge + 4 * pad)
+        ax.set_title(condition)
+        ax.set_xlabel("held-out loss after the last step")
+        ax.set_yticks(range(len(names)), names)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].invert_yaxis()
+    return fig
 
 
-def _summary(run: Run) -> dict:
+def _summary(log: list[dict]) -> dict:
     from gradflow_site.widgets import rounded
 
     return {
-        "loss": [v if math.isfinite(v) else None for v in rounded(run.eval_loss)],
-        "status": run.status,
-        "dead": None if run.dead_at is None else run.dead_at + 1,
-        "skipped": sum(run.skipped),
+        "loss": [v if math.isfinite(v) else None for v in rounded([s["loss"] for s in log])],
+        "val": None if math.isnan(final(log)) else rounded(final(log)),
+        "skipped": sum(s["skipped"] for s in log),
     }
 
 
-@dataclass
-class Grid:
-    """The widget's short races: every slider position, in BF16 and in FP16, one seed.
+def widget_data(panels: list, seeds: list, recipes: dict) -> dict:
+    """Return the arena widget's payload from `panels`: [(Config, {recipe: [logs]}), ...].
 
-    FP16 mode changes only the recipes in LOW_PRECISION; the others train in FP32 and have no
-    FP16 run (None in `cells`).
+    The controls pick a learning rate (`Config.lr`), a batch (`Config.micro_batch`, sequences
+    per optimizer step) and a seed. A panel run with fewer seeds than `seeds` holds None for the
+    seeds it lacks, so the widget says there is no run there instead of drawing another seed's.
     """
+    if not panels:
+        raise ValueError("widget_data: `panels` is empty; pass (Config, runs) pairs.")
+    lrs = sorted({cfg.lr for cfg, _ in panels})
+    batches = sorted({cfg.micro_batch for cfg, _ in panels})
+    by_cell = {(cfg.lr, cfg.micro_batch): panel for cfg, panel in panels}
+    missing = [(lr, b) for lr in lrs for b in batches if (lr, b) not in by_cell]
+    if missing:
+        raise ValueError(f"widget_data: no runs for (lr, batch) {missing}; race every pair.")
+    names = list(recipes)
 
-    config: ArenaConfig  # the base of every cell (steps, eval_every, seed, device)
-    axes: dict[str, list]  # slider values, as GRID
-    cells: list  # [depth][lr][batch_size][fp16] -> one summary (or None) per recipe, as RECIPES
-
-    def at(self, depth, lr, batch_size, fp16: bool = False) -> dict[str, dict]:
-        """Return {recipe: summary} of the runs made at one slider position in one format."""
-        i, j, k = (self.axes[key].index(v) for key, v in zip(self.axes, (depth, lr, batch_size)))
-        summaries = zip(RECIPES, self.cells[i][j][k][int(fp16)])
-        return {name: run for name, run in summaries if run is not None}
-
-    def positions(self) -> list[tuple]:
-        """Return every (depth, lr, batch_size) the sliders can pick."""
+    def cell(panel):
         return [
-            (d, lr, b)
-            for d in self.axes["depth"]
-            for lr in self.axes["lr"]
-            for b in self.axes["batch_size"]
+            [_summary(panel[name][i]) for name in names] if i < len(panel[names[0]]) else None
+            for i in range(len(seeds))
         ]
 
-    def pairs(self) -> list[tuple[dict, dict]]:
-        """Return (BF16 cell, FP16 cell) for every slider position."""
-        return [(self.at(*p), self.at(*p, fp16=True)) for p in self.positions()]
-
-    def ckpt_same(self) -> int:
-        """Return at how many positions the checkpointing run equals the baseline's exactly."""
-        return sum(bf["ckpt"] == bf["baseline"] for bf, _ in self.pairs())
-
-    def fp16_dead(self) -> list[tuple[dict, dict]]:
-        """Return the positions where the mixed recipe hit inf/NaN in FP16."""
-        return [(bf, hf) for bf, hf in self.pairs() if hf["mixed"]["status"] == "NaN/inf"]
-
-    def skips(self) -> list[int]:
-        """Return the full recipe's skipped steps in each FP16 cell."""
-        return [hf["full"]["skipped"] for _, hf in self.pairs()]
+    first = panels[0][0]
+    return {
+        "lr": lrs,
+        "batch": batches,
+        "seeds": list(seeds),
+        "steps": first.steps,
+        "recipes": names,
+        "precision": [recipes[n].get("precision", first.precision) for n in names],
+        "runs": [[cell(by_cell[(lr, b)]) for b in batches] for lr in lrs],
+    }
 
 
-def grid(base: ArenaConfig, axes: dict[str, list] | None = None, steps: int = 8) -> Grid:
-    """Race every recipe at every slider position for `steps` steps, scored after each.
+def widget(data: dict, start: dict) -> str:
+    """Return the arena widget (docs/assets/widgets/arena.js) with a static figure of `start`.
 
-    In FP16 mode only the recipes of LOW_PRECISION are trained again; the others have no
-    FP16 run.
+    `start` = {"lr", "batch", "seed"} picks the cell the widget opens on and the figure draws.
     """
-    axes = axes or GRID
-    if set(axes) != set(GRID):
-        raise ValueError(f"grid: `axes` must have the keys {list(GRID)}, got {list(axes)}.")
-    short = replace(base, steps=steps, eval_every=1)
-
-    def cell(depth, lr, batch_size):
-        cfg = replace(short, depth=depth, lr=lr, batch_size=batch_size)
-        bf16 = race(cfg)
-        fp16 = race(replace(cfg, fp16=True), LOW_PRECISION)
-        return [
-            [_summary(run) for run in bf16.values()],
-            [_summary(fp16[name]) if name in fp16 else None for name in RECIPES],
-        ]
-
-    cells = [
-        [[cell(d, lr, b) for b in axes["batch_size"]] for lr in axes["lr"]] for d in axes["depth"]
-    ]
-    return Grid(short, {key: list(axes[key]) for key in GRID}, cells)
-
-
-def ends(g: Grid, start: dict | None = None) -> str:
-    """Return how each recipe's curve ends in the cell `start`, for the widget's caption."""
-
-    def end(run):
-        if run["status"] == "NaN/inf":
-            return "inf/NaN" if run["dead"] is None else f"inf/NaN after step {run['dead']}"
-        return "inf" if run["loss"][-1] is None else f"{run['loss'][-1]:.3g}"
-
-    shown = g.at(**(start or START))
-    return "; ".join(f"{name} ends at {end(run)}" for name, run in shown.items())
-
-
-def widget(g: Grid, start: dict | None = None) -> str:
-    """Return the arena widget (docs/assets/widgets/arena.js) with a static figure of `start`."""
     import matplotlib.pyplot as plt
 
     from gradflow_site.render import plain_log_ticks, svg
     from gradflow_site.widgets import widget as make_widget
 
-    start = start or START
+    i, j = data["lr"].index(start["lr"]), data["batch"].index(start["batch"])
+    cell = data["runs"][i][j][data["seeds"].index(start["seed"])]
+    if cell is None:
+        raise ValueError(f"widget: `start` {start} has no run; pick a cell that was run.")
     fig, ax = plt.subplots(figsize=(6.4, 3.2))
-    for i, (name, run) in enumerate(g.at(**start).items()):
-        loss = [math.inf if v is None else v for v in run["loss"]]
-        look = {"markersize": 7, "mew": 1.2, "lw": 1, "zorder": 3} if name == "ckpt" else {}
-        if name == "baseline":
-            look = {"lw": 3}
-        look = {"markersize": 3.5, **look}
-        ax.plot(loss, STYLES[name], color=f"C{i}", label=name, **look)
+    steps = range(1, data["steps"] + 1)
+    for k, (name, run) in enumerate(zip(data["recipes"], cell)):
+        loss = [math.nan if v is None else v for v in run["loss"]]
+        ax.plot(steps, loss, "o-" if k < 6 else "s--", color=f"C{k}", label=name, ms=3.5)
     ax.set_yscale("log")
-    ax.set_ylim(0.1, 100)
     plain_log_ticks(ax)
     ax.set_xlabel("optimizer step")
-    ax.set_ylabel("held-out loss")
+    ax.set_ylabel("training loss")
     ax.legend(ncols=3, fontsize="small")
-    ax.set_title(
-        f"Depth {start['depth']}, learning rate {start['lr']}, batch {start['batch_size']}, "
-        f"seed {g.config.seed}"
-    )
-    data = {
-        **g.axes,
-        "steps": g.config.steps,
-        "recipes": list(RECIPES),
-        "low_precision": LOW_PRECISION,
-        "start": start,
-        "runs": g.cells,
-    }
-    return make_widget("arena", data, static=svg(fig))
+    ax.set_title(f"Learning rate {start['lr']:g}, batch {start['batch']}, seed {start['seed']}")
+    return make_widget("arena", {**data, "start": start}, static=svg(fig))

@@ -1,60 +1,50 @@
-// Chapter 8: the arena. Sliders pick one condition of a grid (depth, learning rate, batch size,
-// BF16 or FP16 for the low-precision recipes); the chart draws the held-out loss of the six
-// recipes after every optimizer step, from one-seed runs of gradflow_ref.arena.train. Play
-// animates the steps; a table gives each recipe's precision, its loss at the chosen step and how
-// its run ended. A slider over a single value is left out.
-// data: {depth: [..], lr: [..], batch_size: [..], steps, recipes: [names], low_precision:
-//   [the recipes that train in BF16 or FP16], start: {depth, lr, batch_size},
-//   runs: [depth i][lr i][batch i][0 = BF16, 1 = FP16][recipe i] =
-//   {loss: [held-out loss after 0..n steps, null where inf/NaN], status, dead: steps after
-//   which a weight was inf/NaN (the run stopped there) or null, skipped: steps skipped};
-//   in the FP16 half a recipe outside low_precision is null: it trains in FP32 and has one run,
-//   the one in the BF16 half}
+// Chapter 8: the arena. Sliders pick a learning rate, a batch and a seed; the chart draws the
+// training loss of every recipe at each optimizer step, from runs of snippets/train.py made at
+// build. Play animates the steps; a table gives each recipe's precision, its loss at the chosen
+// step, its held-out loss after the last step and its skipped steps. A cell that was not run
+// (a seed the build did not run at that batch) says so and draws nothing.
+// data: {lr: [..], batch: [..], seeds: [..], steps, recipes: [names], precision: [per recipe],
+//   start: {lr, batch, seed},
+//   runs: [lr i][batch i][seed i] = null (no run) or, per recipe,
+//   {loss: [training loss at steps 1..steps, null where inf/NaN], val: held-out loss after the
+//   last step (null: inf/NaN), skipped: steps the loss scaler skipped}}
 GF.register("arena", (live, data) => {
   const { steps, recipes, start } = data;
-  const YMIN = 0.1, YMAX = 100;
-  // the styles of the page's matplotlib figure: colour AND dash AND marker tell recipes apart
-  const DASH = { baseline: null, clip: "7 4", mixed: "9 3 2 3", accum: "2 3", ckpt: "5 4", full: null };
-  const MARK = { baseline: "circle", clip: "square", mixed: "up", accum: "down", ckpt: "cross", full: "diamond" };
-  // ckpt computes the baseline's numbers exactly: draw it dashed and thinner on top of a thick baseline
-  const WIDTH = { baseline: 3.5, ckpt: 1.5 };
-  const low = data.low_precision;
-  // a learning rate as the page's prose prints it (1.0, not 1)
-  const num = (v) => (Number.isInteger(v) ? v.toFixed(1) : String(v));
-  const style = (name) => ({
-    color: GF.color(recipes.indexOf(name)), dash: DASH[name] || undefined,
-    mark: MARK[name] || "circle", width: WIDTH[name] || 2,
-  });
+  const YMIN = 1, YMAX = 300;
+  // colour AND dash AND marker tell the nine recipes apart (the palette has six colours)
+  const DASH = ["", "7 4", "9 3 2 3", "2 3", "5 4", "", "7 4", "2 3", ""];
+  const MARK = ["circle", "square", "up", "down", "cross", "diamond", "circle", "up", "square"];
+  const style = (name) => {
+    const r = recipes.indexOf(name);
+    return { color: GF.color(r), dash: DASH[r] || undefined, mark: MARK[r], width: name === "none" ? 3.5 : 2 };
+  };
 
   const logic = (GF.logic.arena = {
-    /**
-     * The six runs of one condition, {recipe: run}. fp16 changes only the low-precision recipes;
-     * the others train in FP32 and have one run, drawn under either setting.
-     */
-    cell(depth, lr, batchSize, fp16) {
-      const i = data.depth.indexOf(depth), j = data.lr.indexOf(lr), k = data.batch_size.indexOf(batchSize);
-      if (i < 0 || j < 0 || k < 0) throw new Error(`arena: no run for depth ${depth}, lr ${lr}, batch ${batchSize}`);
-      const [bf16, fp16Runs] = data.runs[i][j][k];
-      return Object.fromEntries(recipes.map((name, r) => [name, fp16 && low.includes(name) ? fp16Runs[r] : bf16[r]]));
+    /** The runs of one cell, {recipe: run}, or null where the build ran no such run. */
+    cell(lr, batch, seed) {
+      const i = data.lr.indexOf(lr), j = data.batch.indexOf(batch), k = data.seeds.indexOf(seed);
+      if (i < 0 || j < 0 || k < 0) throw new Error(`arena: no cell for lr ${lr}, batch ${batch}, seed ${seed}`);
+      const runs = data.runs[i][j][k];
+      return runs && Object.fromEntries(recipes.map((name, r) => [name, runs[r]]));
     },
-    /** The format a recipe trains in under the FP16 switch. */
-    precision: (name, fp16) => (low.includes(name) ? (fp16 ? "FP16" : "BF16") : "FP32"),
-    /** Held-out loss after `step` steps: a number, null (inf/NaN) or undefined (run stopped). */
-    lossAt: (run, step) => (step < run.loss.length ? run.loss[step] : undefined),
-    /** How a run ended, in words. */
-    ending(run) {
-      if (run.status === "NaN/inf") return run.dead === null ? "inf/NaN loss" : `weights inf/NaN after step ${run.dead}`;
-      const last = run.loss[run.loss.length - 1];
-      return `${last === null ? "inf" : GF.fmt(last)} (${run.status})`;
+    /** The seeds the build ran at one learning rate and batch. */
+    ran(lr, batch) {
+      const i = data.lr.indexOf(lr), j = data.batch.indexOf(batch);
+      return data.seeds.filter((_, k) => data.runs[i][j][k] !== null);
     },
+    /** Training loss at step `step` (1-based): a number, null (inf/NaN) or undefined (none yet). */
+    lossAt: (run, step) => (step >= 1 && step <= run.loss.length ? run.loss[step - 1] : undefined),
+    /** The first step whose loss was inf/NaN, or null. */
+    dead: (run) => { const k = run.loss.indexOf(null); return k < 0 ? null : k + 1; },
     /**
      * Split a curve into drawable pieces inside [YMIN, YMAX] (log scale): [{points, exit}], where
-     * `exit` is the point at which the piece leaves through the top edge (or null).
+     * `exit` is the point at which the piece leaves through the top edge (or null). Points are
+     * [index, loss] with index 0 for the first entry of `loss`.
      */
     pieces(loss, upto) {
       const out = [];
       let cur = null;
-      // where the segment from step k-1 to step k crosses YMAX on the log axis
+      // where the segment from entry k-1 to entry k crosses YMAX on the log axis
       const top = (k) => {
         const a = loss[k - 1], b = loss[k];
         if (a === null || b === null) return [k, YMAX];
@@ -80,7 +70,7 @@ GF.register("arena", (live, data) => {
       return out;
     },
     /** A loss as the table and the data-shown attribute print it. */
-    text: (v) => (v === undefined ? "stopped" : v === null ? "inf/NaN" : GF.fmt(v)),
+    text: (v) => (v === undefined ? "–" : v === null ? "inf/NaN" : GF.fmt(v)),
   });
 
   GF.style("arena", `
@@ -116,97 +106,96 @@ GF.register("arena", (live, data) => {
     // the two marks the chart draws at its top edge
     GF.h("li", { class: "gf-arena-legend__mark" },
       glyph(GF.s("text", { x: 14, y: 12, "text-anchor": "middle", style: "fill: currentColor; font-size: 16px; font-weight: 700", text: "×" })),
-      "run stopped: a weight became inf or NaN"),
+      "loss became inf or NaN"),
     GF.h("li", { class: "gf-arena-legend__mark" },
       glyph(GF.s("path", { d: "M9,11L14,5L19,11", fill: "none", stroke: "currentColor", "stroke-width": 2 })),
       "loss above the chart's top"));
 
   const chart = GF.chart({
-    title: "Held-out loss of the six recipes against optimizer step",
+    title: "Training loss of the recipes against optimizer step",
     height: 300,
-    x: { min: 0, max: steps, label: "optimizer step", ticks: Array.from({ length: Math.floor(steps / 2) + 1 }, (_, i) => 2 * i) },
-    y: { min: YMIN, max: YMAX, log: true, label: "held-out loss" },
+    x: { min: 1, max: steps, label: "optimizer step", ticks: Array.from({ length: steps }, (_, i) => i + 1) },
+    y: { min: YMIN, max: YMAX, log: true, label: "training loss" },
   });
   const status = GF.status();
   const tableWrap = GF.h("div", { class: "gf-arena-tablewrap" });
-  const state = { ...start, fp16: false, step: steps };
+  const state = { ...start, step: steps };
 
   const draw = () => {
-    const { depth, lr, batch_size: batch, fp16, step } = state;
-    const runs = logic.cell(depth, lr, batch, fp16);
+    const { lr, batch, seed, step } = state;
+    const runs = logic.cell(lr, batch, seed);
+    const cond = `Learning rate ${lr}, batch ${batch}, seed ${seed}`;
     chart.clear();
-    chart.line([[0, 1], [steps, 1]], { color: "currentColor", width: 0.8, dash: "2 4" });
+    Object.assign(status.dataset, { lr, batch, seed, step, ran: String(runs !== null) });
+    if (!runs) {
+      // say so; never draw another seed's runs in its place
+      const ran = logic.ran(lr, batch);
+      const msg = `${cond}: no run. At learning rate ${lr} and batch ${batch} the build ran seed${ran.length > 1 ? "s" : ""} ${ran.join(", ")} only.`;
+      status.textContent = msg;
+      tableWrap.replaceChildren(GF.h("p", { class: "gf-arena-norun" }, "No run at this seed."));
+      chart.svg.setAttribute("aria-label", msg);
+      return;
+    }
     for (const name of recipes) {
       const run = runs[name], s = style(name);
-      const last = run.loss[run.loss.length - 1];
       const g = GF.s("g", {
-        class: "gf-arena-run", "data-recipe": name, "data-status": run.status,
-        "data-final": last === null ? "inf" : String(last),
-        "data-shown": JSON.stringify(logic.lossAt(run, step)) ?? "stopped",
+        class: "gf-arena-run", "data-recipe": name,
+        "data-val": run.val === null ? "nan" : String(run.val),
+        "data-shown": JSON.stringify(logic.lossAt(run, step)) ?? "none",
       });
       chart.plot.append(g);
-      for (const piece of logic.pieces(run.loss, step)) {
-        if (piece.points.length > 1) {
-          const p = chart.line(piece.points, { color: s.color, width: s.width, dash: s.dash });
-          g.append(p);
-        }
-        for (const [x, y] of piece.points) {
+      for (const piece of logic.pieces(run.loss, step - 1)) {
+        const pts = piece.points.map(([k, v]) => [k + 1, v]);
+        if (pts.length > 1) g.append(chart.line(pts, { color: s.color, width: s.width, dash: s.dash }));
+        for (const [x, y] of pts) {
           if (Number.isInteger(x) && y < YMAX) g.append(marker(s.mark, chart.sx(x), chart.sy(y), s.color));
         }
         if (piece.exit) {
           // an open arrow head on the top edge: the curve leaves the chart upwards here
-          const x = chart.sx(piece.exit[0]), y = chart.sy(YMAX);
+          const x = chart.sx(piece.exit[0] + 1), y = chart.sy(YMAX);
           g.append(GF.s("path", { d: `M${x - 5},${y + 7}L${x},${y + 1}L${x + 5},${y + 7}`, fill: "none", stroke: s.color, "stroke-width": 2 }));
         }
       }
-      if (run.dead !== null && step >= run.dead) {
-        // the step after which a weight was inf/NaN: the run stopped there (as in the figure)
-        const x = chart.sx(run.dead), y = chart.sy(YMAX) + 12;
+      const dead = logic.dead(run);
+      if (dead !== null && step >= dead) {
+        const x = chart.sx(dead), y = chart.sy(YMAX) + 12;
         g.append(GF.s("text", { x, y: y + 5, "text-anchor": "middle", style: `fill: ${s.color}; font-size: 18px; font-weight: 700`, text: "×" }));
       }
     }
-    const rows = recipes.map((name) => {
+    const rows = recipes.map((name, r) => {
       const run = runs[name];
-      const here = logic.text(logic.lossAt(run, step));
-      return [name, here, logic.ending(run), String(run.skipped)];
+      return [name, data.precision[r], logic.text(logic.lossAt(run, step)), logic.text(run.val), String(run.skipped)];
     });
-    tableWrap.replaceChildren(GF.table(["recipe", "precision", `loss at step ${step}`, `end (step ${steps})`, "skipped steps"],
-      rows.map(([name, ...rest]) => [name, logic.precision(name, fp16), ...rest])));
-    const by = (st) => recipes.filter((n) => runs[n].status === st);
-    const learn = by("learns"), worse = by("worse than start"), dead = by("NaN/inf");
-    const best = learn.length ? learn.reduce((a, b) => (runs[b].loss.at(-1) < runs[a].loss.at(-1) ? b : a)) : null;
-    const cond = `Depth ${depth}, learning rate ${num(lr)}, batch ${batch}, ${low.join(" and ")} in ${fp16 ? "FP16" : "BF16"}, the others in FP32`;
-    const list = (names, one, many) => `${names.join(", ")} ${names.length === 1 ? one : many}`;
+    tableWrap.replaceChildren(GF.table(["recipe", "precision", `training loss at step ${step}`, `held-out loss after step ${steps}`, "skipped steps"], rows));
+    const dead = recipes.filter((n) => runs[n].val === null);
+    const finite = recipes.filter((n) => runs[n].val !== null);
+    const vals = finite.map((n) => runs[n].val);
     const story = [
-      learn.length ? `${list(learn, "learns", "learn")} (${learn.length > 1 ? `lowest: ${best}, ` : ""}${GF.fmt(runs[best].loss.at(-1))})` : "no recipe learns",
-      worse.length ? list(worse, "ends worse than it started", "end worse than they started") : "",
-      ...dead.map((n) => `${n}: ${logic.ending(runs[n])}`),
+      finite.length ? `held-out loss after step ${steps} from ${GF.fmt(Math.min(...vals))} to ${GF.fmt(Math.max(...vals))}` : "",
+      dead.length ? `inf/NaN: ${dead.join(", ")}` : "",
     ].filter(Boolean).join("; ");
-    status.textContent = `${cond}, step ${step} of ${steps}. After ${steps} steps: ${story}.`;
-    Object.assign(status.dataset, { depth, lr, batch, fp16: String(fp16), step });
-    chart.svg.setAttribute("aria-label", `Held-out loss against step, ${cond}, steps 0 to ${step}: ` +
-      recipes.map((n) => `${n} ${rows[recipes.indexOf(n)][1]}`).join(", ") + ".");
+    status.textContent = `${cond}, step ${step} of ${steps}. ${story}.`;
+    chart.svg.setAttribute("aria-label", `Training loss against step, ${cond}, steps 1 to ${step}: ` +
+      rows.map((r) => `${r[0]} ${r[2]}`).join(", ") + ".");
   };
 
   const set = (key) => (v) => { state[key] = v; draw(); };
-  const depth = GF.slider({ label: "Depth", values: data.depth, value: start.depth, format: String, onInput: set("depth") });
-  const lr = GF.slider({ label: "Learning rate", values: data.lr, value: start.lr, format: num, onInput: set("lr") });
-  const batch = GF.slider({ label: "Batch size", values: data.batch_size, value: start.batch_size, format: String, onInput: set("batch_size") });
-  const fp16 = GF.toggle({ label: "FP16 instead of BF16", checked: false, onChange: set("fp16") });
+  const lr = GF.slider({ label: "Learning rate", values: data.lr, value: start.lr, format: String, onInput: set("lr") });
+  const batch = GF.slider({ label: "Batch", values: data.batch, value: start.batch, format: String, onInput: set("batch") });
+  const seed = GF.slider({ label: "Seed", values: data.seeds, value: start.seed, format: String, onInput: set("seed") });
   const stepSlider = GF.slider({
-    label: "Step", min: 0, max: steps, step: 1, value: steps, format: (v) => `${v} / ${steps}`,
+    label: "Step", min: 1, max: steps, step: 1, value: steps, format: (v) => `${v} / ${steps}`,
     onInput: set("step"),
   });
   const player = GF.player(() => {
-    // Play at the last step starts over from step 0
-    const next = state.step >= steps ? 0 : state.step + 1;
+    // Play at the last step starts over from step 1
+    const next = state.step >= steps ? 1 : state.step + 1;
     stepSlider.set(next);
     set("step")(next);
     return next < steps;
   }, 500);
-  const sliders = [[data.depth, depth], [data.lr, lr], [data.batch_size, batch]];
   live.append(
-    GF.controls(...sliders.filter(([values]) => values.length > 1).map(([, s]) => s.el), fp16.el),
+    GF.controls(lr.el, batch.el, seed.el),
     GF.controls(player.el, stepSlider.el),
     legend, chart.svg, status, tableWrap,
   );
