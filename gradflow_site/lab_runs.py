@@ -43,7 +43,7 @@ __all__ = ["LabRun", "cleanup", "execute", "start", "wait"]
 
 @dataclass
 class LabRun:
-    uri: str  # the page's path in the site, e.g. labs/run/arena.ipynb
+    uri: str  # the page's path in the site, e.g. labs/run/pipeline.ipynb
     src_dir: Path  # folder holding `uri` once executed (the File's src_dir)
     pid: int | None  # the process executing it; None once it has ended or came from the cache
     log: Path | None  # what went wrong, read when it fails

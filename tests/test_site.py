@@ -108,9 +108,9 @@ def test_material_mounts_code_blocks_lazily(site):
 def test_lab_figures_have_a_description_not_a_placeholder(site):
     from gradflow_site.lab_html import PLACEHOLDER_ALT
 
-    html = (site / "labs" / "run" / "arena" / "index.html").read_text(encoding="utf-8")
-    alts = re.findall(r'<img\b[^>]*\balt="([^"]+)"', html)
-    assert alts and all(len(alt) > 40 for alt in alts)
+    for lab in (site / "labs" / "run").glob("*/index.html"):
+        alts = re.findall(r'<img\b[^>]*\balt="([^"]+)"', lab.read_text(encoding="utf-8"))
+        assert all(len(alt) > 40 for alt in alts), lab
     for page in _pages(site):
         assert PLACEHOLDER_ALT not in page.read_text(encoding="utf-8"), page
 
