@@ -1,10 +1,11 @@
 """Start ranks as separate processes, as torchrun does, and collect what each returns.
 
-On a machine with a GPU (or any accelerator) the ranks are fresh Python processes: torch
-refuses autograd in a child forked after the parent ran backward there. Elsewhere they are
-forked, which skips importing torch again (seconds per rank); Windows has no fork and always
-gets fresh processes. Either way they import nothing of the caller's script, so they start
-alike from a script, a notebook or the site build, and run the same `_rank_main`.
+On Linux without an accelerator the ranks are forked, which skips importing torch again
+(seconds per rank), unless this process has run a process group of its own, whose threads a
+forked rank would wait on. Elsewhere they are fresh Python processes: torch refuses autograd in
+a child forked after the parent ran backward on a GPU, and Windows has no fork. Either way they
+import nothing of the caller's script, so they start alike from a script, a notebook or the site
+build, and run the same `_rank_main`.
 """
 
 from __future__ import annotations
@@ -41,8 +42,18 @@ def _loopback_interface() -> str | None:
 
 
 def _fork_is_safe() -> bool:
-    """True where forking keeps autograd usable: fork exists and no accelerator is present."""
-    if "fork" not in multiprocessing.get_all_start_methods():
+    """True where a forked rank is sound: Linux, no torch.distributed threads, no accelerator.
+
+    A fork copies only the calling thread. After a process has run a process group of its own
+    (train.py on one process does), gloo's threads (gloo_tcp_loop, pt_gloo_runloop) outlive
+    destroy_process_group, and a rank forked from it hangs when it destroys its own group. With
+    an accelerator, torch refuses autograd in a child forked after the parent ran backward there.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    tasks = Path("/proc/self/task")
+    threads = [(task / "comm").read_text().strip() for task in tasks.iterdir()]
+    if any(name.startswith(("gloo", "pt_")) for name in threads):
         return False
     import torch
 

@@ -10,6 +10,12 @@ blocks before it in its session); the build takes that output when it reaches th
 (`take`) and writes the HTML it would have computed itself. Every session starts from the
 same seeds in either process.
 
+The pages whose blocks start ranks (gradflow_ref._ranks: the DDP and FSDP2 runs, and the
+training script on one process and on two) stay with the build, which reaches them before
+Chapter 8: the arena trains in-process through train.py, torch keeps gloo's threads alive after
+that, and a rank forked from a process with those threads hangs; gradflow_ref._ranks would then
+start fresh processes instead, at seconds each.
+
 A block that raises in the fork is not handed over: the build runs it again and reports it as
 always. If the fork dies, the build renders its pages. Only `mkdocs build` forks (`mkdocs serve`
 has server threads, and its rebuilds take cached results anyway); GRADFLOW_PARALLEL=0 turns it
@@ -32,7 +38,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["can_fork", "enabled", "finish", "preload", "start", "take"]
+__all__ = ["RANK_PAGES", "can_fork", "enabled", "finish", "preload", "start", "take"]
+
+RANK_PAGES = ("accumulation.md", "memory.md", "train.md")  # their blocks start ranks
 
 _state: dict = {"pid": None, "dir": None}
 
@@ -108,6 +116,8 @@ def _render_from_the_end(pages: list[str], render: Callable[[str], object]) -> N
     os.dup2(null, 2)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     for uri in reversed(pages):
+        if uri in RANK_PAGES:
+            continue  # the build renders it (see the module's docstring)
         if not _claim(uri):
             return  # the build has come this far
         exec_cache.record()

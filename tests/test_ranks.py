@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -81,3 +83,20 @@ def test_run_ranks_finishes_after_the_parent_used_its_thread_pool():
     finally:
         torch.set_num_threads(threads)
     assert len(got) == 2
+
+
+def test_fork_is_refused_after_a_process_group_ran_here():
+    # in a process of its own: the autouse fixture above replaces _fork_is_safe in this one
+    code = (
+        "import torch.distributed as dist; from gradflow_ref import _ranks\n"
+        "before = _ranks._fork_is_safe()\n"
+        "from torch.distributed.device_mesh import init_device_mesh\n"
+        "dist.init_process_group('gloo', store=dist.HashStore(), rank=0, world_size=1)\n"
+        "mesh = init_device_mesh('cpu', (1,))  # as train.py; it keeps gloo's threads alive\n"
+        "dist.destroy_process_group()\n"
+        "print(before, _ranks._fork_is_safe())\n"
+    )
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONWARNINGS="error")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(sys.platform.startswith("linux")), "False"]

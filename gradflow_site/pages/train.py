@@ -1,9 +1,11 @@
 """Build side of docs/train.md: snippets/train.py on one process and on two, side by side.
 
-`one_and_two` trains the same configuration on one process and on two ranks that split each
-step's sequences (gradflow_ref._ranks starts them as torchrun would: RANK, WORLD_SIZE,
-MASTER_ADDR and MASTER_PORT in the environment); `trajectory_table` and `held_table` turn the
-runs into Markdown.
+Every run is a rank of `ranks` (gradflow_ref._ranks, which starts processes as torchrun would:
+RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT in the environment), a world of one included, so
+the build itself never starts a process group: torch keeps gloo's threads alive after one, and
+a rank forked from such a process hangs (gradflow_ref._ranks then starts fresh processes, at
+seconds each). `one_and_two` trains a configuration on one process and on two that split each
+step's sequences; `trajectory_table` and `held_table` turn the runs into Markdown.
 """
 
 from __future__ import annotations
@@ -63,8 +65,14 @@ def initial_losses(cfg) -> tuple[float, float]:
     with torch.no_grad():
         default = GPT(shape, dropout=0.0)(x, y).item()
     fields = dict(steps=1, precision="fp32", print_every=0, accum_steps=1)
-    gpt2 = train.train(dataclasses.replace(cfg, **fields))["log"][0]["loss"]
+    gpt2 = ranks(dataclasses.replace(cfg, **fields), 1)[0]["log"][0]["loss"]
     return default, gpt2
+
+
+def ranks(cfg, world: int) -> list[dict]:
+    """Train `cfg` on `world` processes; return each rank's train.train result."""
+    fields = dataclasses.asdict(cfg)
+    return run_ranks("gradflow_site.pages.train:rank_main", world, fields, 300.0, "train page")
 
 
 def rank_main(rank: int, world_size: int, fields: dict) -> dict:
@@ -83,10 +91,8 @@ def one_and_two(cfg) -> dict:
             f"one_and_two: `cfg.micro_batch` must be even (two ranks take half each), got "
             f"{cfg.micro_batch}."
         )
-    train = script()
-    one = train.train(cfg)
-    half = dataclasses.asdict(dataclasses.replace(cfg, micro_batch=cfg.micro_batch // 2))
-    two = run_ranks("gradflow_site.pages.train:rank_main", 2, half, 300.0, "one_and_two")
+    one = ranks(cfg, 1)[0]
+    two = ranks(dataclasses.replace(cfg, micro_batch=cfg.micro_batch // 2), 2)
     return {"one": one, "two": two}
 
 
@@ -142,7 +148,7 @@ def stop_and_resume(cfg, precision: str = "fp16") -> dict:
     "skipped": the steps the scaler skipped before the save, "scales": the loss scale at the
     start and at the save}.
     """
-    train, half = script(), cfg.steps // 2
+    half = cfg.steps // 2
     if half < 1:
         raise ValueError(f"stop_and_resume: `cfg.steps` must be at least 2, got {cfg.steps}.")
     if cfg.micro_batch % 2:
@@ -153,13 +159,11 @@ def stop_and_resume(cfg, precision: str = "fp16") -> dict:
     with tempfile.TemporaryDirectory(prefix="gradflow-resume-") as ckpt:
         run = dataclasses.replace(cfg, precision=precision, ckpt_dir=ckpt, print_every=0)
         two = dataclasses.replace(run, micro_batch=cfg.micro_batch // 2, save_every=half)
-        full = run_ranks(
-            "gradflow_site.pages.train:rank_main", 2, dataclasses.asdict(two), 300.0, "resume"
-        )[0]["log"]
+        full = ranks(two, 2)[0]["log"]
         for later in Path(ckpt).glob("step-*"):
             if later.name != f"step-{half:06d}":
                 shutil.rmtree(later)
-        resumed = train.train(dataclasses.replace(run, resume=True))["log"]
+        resumed = ranks(dataclasses.replace(run, resume=True), 1)[0]["log"]
     if [r["step"] for r in resumed] != [r["step"] for r in full[half:]]:
         raise RuntimeError("stop_and_resume: the resumed run did not start at the saved step")
     keys = ("loss", "lr", "loss_scale")

@@ -1,0 +1,24 @@
+"""gradflow_site/parallel.py: the pages whose blocks start ranks stay with the build."""
+
+from __future__ import annotations
+
+import re
+
+from gradflow_site.parallel import RANK_PAGES
+from tests._site import ROOT
+
+# what starts ranks (gradflow_ref._ranks.run_ranks) from a chapter's blocks
+STARTERS = ("ddp_accumulation(", "measure_fsdp2(", "one_and_two(", "stop_and_resume(")
+STARTERS += ("initial_losses(", "page.ranks(")
+INCLUDE = re.compile(r'--8<--\s+"(snippets/[^":]+)')
+
+
+def starts_ranks(page) -> bool:
+    text = page.read_text(encoding="utf-8")
+    text += "".join((ROOT / f).read_text(encoding="utf-8") for f in INCLUDE.findall(text))
+    return any(s in text for s in STARTERS)
+
+
+def test_rank_pages_are_exactly_the_pages_that_start_ranks():
+    found = sorted(p.name for p in (ROOT / "docs").glob("*.md") if starts_ranks(p))
+    assert found == sorted(RANK_PAGES)
