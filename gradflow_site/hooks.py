@@ -85,10 +85,13 @@ def on_files(files, config, **kwargs):
     mkdocs-jupyter renders the executed copy when the build reaches that page. A fork of this
     process renders chapters from the last one back (gradflow_site/parallel.py).
     """
-    from mkdocs.structure.files import File
+    from mkdocs.structure.files import File, Files
 
     from gradflow_site import exec_cache, lab_runs, labs, parallel
 
+    # pages are rendered in this order: the ones that leave gloo's threads behind go last
+    last = [f for f in files if f.src_uri in parallel.LAST_PAGES]
+    files = Files([f for f in files if f.src_uri not in parallel.LAST_PAGES] + last)
     root = Path(config.config_file_path).parent
     out = root / "build" / "labs-src"
     _labs.clear()

@@ -10,11 +10,12 @@ blocks before it in its session); the build takes that output when it reaches th
 (`take`) and writes the HTML it would have computed itself. Every session starts from the
 same seeds in either process.
 
-The pages whose blocks start ranks (gradflow_ref._ranks: the DDP and FSDP2 runs, and the
-training script on one process and on two) stay with the build, which reaches them before
-Chapter 8: the arena trains in-process through train.py, torch keeps gloo's threads alive after
-that, and a rank forked from a process with those threads hangs; gradflow_ref._ranks would then
-start fresh processes instead, at seconds each.
+The arena trains in-process through train.py, and torch keeps gloo's threads alive after
+that; a rank forked from a process with those threads hangs, so gradflow_ref._ranks then starts
+fresh processes instead, at seconds each. The build therefore renders LAST_PAGES (the arena)
+after every other page (gradflow_site/hooks.py puts them last), and the fork, which starts with
+them, leaves RANK_PAGES, whose blocks start ranks (the DDP and FSDP2 runs, the training script
+on one process and on two), to the build.
 
 A block that raises in the fork is not handed over: the build runs it again and reports it as
 always. If the fork dies, the build renders its pages. Only `mkdocs build` forks (`mkdocs serve`
@@ -38,9 +39,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["RANK_PAGES", "can_fork", "enabled", "finish", "preload", "start", "take"]
+__all__ = ["LAST_PAGES", "RANK_PAGES", "can_fork", "enabled", "finish", "preload", "start", "take"]
 
 RANK_PAGES = ("accumulation.md", "memory.md", "train.md")  # their blocks start ranks
+LAST_PAGES = ("arena.md",)  # their blocks run train.py in-process
 
 _state: dict = {"pid": None, "dir": None}
 

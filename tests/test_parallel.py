@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from gradflow_site.parallel import RANK_PAGES
+from gradflow_site.parallel import LAST_PAGES, RANK_PAGES
 from tests._site import ROOT
 
 # what starts ranks (gradflow_ref._ranks.run_ranks) from a chapter's blocks
@@ -22,3 +22,14 @@ def starts_ranks(page) -> bool:
 def test_rank_pages_are_exactly_the_pages_that_start_ranks():
     found = sorted(p.name for p in (ROOT / "docs").glob("*.md") if starts_ranks(p))
     assert found == sorted(RANK_PAGES)
+
+
+def test_last_pages_are_exactly_the_pages_that_train_in_process():
+    found = sorted(
+        p.name
+        for p in (ROOT / "docs").glob("*.md")
+        if "from train import"
+        in p.read_text(encoding="utf-8")
+        + "".join((ROOT / f).read_text(encoding="utf-8") for f in INCLUDE.findall(p.read_text()))
+    )
+    assert found == sorted(LAST_PAGES)
