@@ -111,8 +111,8 @@ assert nan["fp16"] == len(seeds) and clean
 more = [run(conditions["lr 3.0"], "none", s) for s in range(len(seeds), 10)]
 wide = [final(log) for log in hot["none"] + more]
 higher = [name for name, logs in hot.items() if any(final(log) > max(wide) for log in logs)]
-print(f"none at lr 3.0, {len(wide)} seeds: {min(wide):.1f} to {max(wide):.1f}")
-print(f"recipes with a finite run above that: {', '.join(higher) or 'none'}")
+print(f"none at lr 3.0, {len(wide)} seeds, sorted: {' '.join(f'{x:.1f}' for x in sorted(wide))}")
+print(f"recipes with a finite run above that: {', '.join(higher) or 'no recipe'}")
 assert not higher
 # --8<-- [end:more_seeds]
 
@@ -121,5 +121,5 @@ small = {f"{label}, batch 2": replace(cfg, micro_batch=2) for label, cfg in cond
 one_seed = {label: race(cfg, seeds[:1]) for label, cfg in small.items()}
 for label, cell in one_seed.items():
     dead = [name for name, (log,) in cell.items() if not math.isfinite(final(log))]
-    print(f"{label:<20} NaN: {', '.join(dead) or 'none'}")
+    print(f"{label:<20} NaN: {', '.join(dead) or 'no recipe'}")
 # --8<-- [end:batch]

@@ -93,7 +93,7 @@ def test_relation_counts_a_nan_run_as_infinite():
 
 
 def test_listing_joins_with_and():
-    assert page.listing([]) == "none"
+    assert page.listing([]) == "no recipe"
     assert page.listing(["a"]) == "a"
     assert page.listing(["a", "b", "c"]) == "a, b and c"
 
@@ -101,7 +101,7 @@ def test_listing_joins_with_and():
 def test_apart_names_recipes_beyond_the_spread():
     runs = panel((3.4, 3.5), (3.45, 3.6), (3.0, 3.1))
     assert page.apart(runs) == "fp16"
-    assert page.apart(runs, side="above") == "none"
+    assert page.apart(runs, side="above") == "no recipe"
     assert page.apart(runs, against="fp16", side="above") == "none and clip"
 
 

@@ -78,10 +78,11 @@ def relation(a: list[list[dict]], b: list[list[dict]]) -> str:
 
 
 def listing(names) -> str:
-    """Return `names` as "a, b and c", or "none" when there are none."""
+    """Return `names` as "a, b and c", or "no recipe" when there are none (a recipe is called
+    "none")."""
     names = list(names)
     if len(names) < 2:
-        return names[0] if names else "none"
+        return names[0] if names else "no recipe"
     return ", ".join(names[:-1]) + " and " + names[-1]
 
 
@@ -124,7 +125,9 @@ def table(runs: dict, recipes: dict, against: str = "none") -> str:
                 row += ["no run", "–"]
                 continue
             side = "–" if name == against else words[relation(panel[name], panel[against])]
-            row += [spread(panel[name]), side]
+            if name != against and nan_count(panel[name]) == len(panel[name]):
+                side = "diverged"  # a NaN is no loss to compare
+            row += [spread(panel[name], ".4g"), side]
         rows.append(row)
     return markdown_table(headers, rows, "ll" + "rl" * len(runs))
 
