@@ -31,7 +31,7 @@ MARK = "@@gf-copy-run-block-{}@@"
 TIMING = re.compile(r"\d+(?:\.\d+)?(?=\s*(?:ms|s|µs|us|seconds?|sec|min)\b)")
 
 BOOTSTRAP = """
-import importlib.abc, runpy, sys
+import importlib.abc, os, runpy, sys
 ROOT = {root!r}
 class ReadersDoNotHave(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
@@ -42,6 +42,7 @@ class ReadersDoNotHave(importlib.abc.MetaPathFinder):
         return None
 sys.meta_path.insert(0, ReadersDoNotHave())
 sys.path[:] = [p for p in sys.path if p and p.rstrip("/") != ROOT]
+sys.path.insert(0, os.getcwd())  # as `python page.py` puts the script's folder first
 runpy.run_path("page.py", run_name="__main__")
 """
 
