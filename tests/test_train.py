@@ -8,7 +8,6 @@ continues as the uninterrupted run, and the file copied alone into an empty fold
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -60,10 +59,9 @@ def steps(stdout: str) -> dict[int, dict[str, float]]:
 @pytest.fixture(scope="module")
 def train():
     """snippets/train.py imported as a module, as the arena imports it."""
-    spec = importlib.util.spec_from_file_location("train", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from gradflow_site.pages.train import script
+
+    return script()
 
 
 @pytest.mark.long(60)
