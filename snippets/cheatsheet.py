@@ -148,3 +148,20 @@ same = all(torch.equal(a, p.grad) for a, p in zip(recomputed, model.parameters()
 print(f"checkpoint(..., use_reentrant=False): gradients identical to the plain pass: {same}")
 assert same
 # --8<-- [end:checkpoint]
+
+# --8<-- [start:transformer]
+head_dim = 16
+q_norm, k_norm = torch.nn.LayerNorm(head_dim).to(device), torch.nn.LayerNorm(head_dim).to(device)
+q, k, v = (100 * torch.randn(1, 2, 8, head_dim).to(device) for _ in range(3))
+attn_out = F.scaled_dot_product_attention(q_norm(q), k_norm(k), v, is_causal=True)
+lm_logits = torch.randn(4, 8, 256).to(device)
+lm_targets = torch.randint(256, (4, 8)).to(device)
+log_z = lm_logits.logsumexp(dim=-1)
+lm_loss = F.cross_entropy(lm_logits.flatten(0, 1), lm_targets.flatten())
+lm_loss = lm_loss + 1e-4 * log_z.square().mean()
+warm_model = torch.nn.Linear(8, 8).to(device)
+warm_opt = torch.optim.AdamW(warm_model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
+warmup = torch.optim.lr_scheduler.LambdaLR(warm_opt, lambda step: min(1.0, (step + 1) / 100))
+print(f"attention {tuple(attn_out.shape)}, loss with z-loss {lm_loss:.4f}")
+print(f"learning rate on step 1: {warmup.get_last_lr()[0]:.1e}")
+# --8<-- [end:transformer]

@@ -1,4 +1,4 @@
-// Chapter 8: the arena. Sliders pick a learning rate, a batch and a seed; the chart draws the
+// Chapter 11: the arena. Sliders pick a learning rate, a batch and a seed; the chart draws the
 // training loss of every recipe at each optimizer step, from runs of snippets/train.py made at
 // build. Play animates the steps; a table gives each recipe's precision, its loss at the chosen
 // step, its held-out loss after the last step and its skipped steps. A cell that was not run

@@ -1,0 +1,169 @@
+# --8<-- [start:imports]
+import copy
+
+import torch
+import torch.nn.functional as F
+
+import gradflow_ref.optimizer as ref
+from gradflow_ref.master import training_state_bytes
+from gradflow_ref.transformer import Transformer, TransformerConfig, get_batch, shakespeare
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+data = shakespeare()
+# --8<-- [end:imports]
+
+# --8<-- [start:practice]
+torch.manual_seed(0)
+cfg = TransformerConfig(hidden=32, n_layers=1, seq_len=16)
+model = Transformer(cfg).to(device)
+opt = torch.optim.AdamW(
+    model.parameters(), lr=3e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, foreach=True
+)
+x, y = (t.to(device) for t in get_batch(data, 16, 16, torch.Generator().manual_seed(0)))
+with torch.autocast(device, dtype=torch.bfloat16):
+    loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+loss.backward()
+opt.step()
+opt.zero_grad(set_to_none=True)
+weight = model.blocks[0].mlp[0].weight
+print(f"weights {weight.dtype}, moments {opt.state[weight]['exp_avg'].dtype}")
+# --8<-- [end:practice]
+
+# --8<-- [start:vanish]
+w32 = torch.tensor(1.0, device=device)
+w16 = torch.tensor(1.0, device=device, dtype=torch.bfloat16)
+for _ in range(1000):
+    w32 += 1e-4
+    w16 += 1e-4
+print(f"FP32 {w32.item():.5f}   BF16 {w16.item():.5f}")
+# --8<-- [end:vanish]
+
+
+# --8<-- [start:sr]
+def stochastic_bf16(x):
+    bits = x.view(torch.int32)
+    noise = torch.randint(0, 1 << 16, x.shape, dtype=torch.int32).to(x.device)
+    return ((bits + noise) & -65536).view(torch.float32).to(torch.bfloat16)
+
+
+torch.manual_seed(0)
+x = torch.full((100_000,), 1.001, device=device)
+r = stochastic_bf16(x).float()
+up = (r > 1).float().mean().item()
+print(f"values {sorted(set(r.tolist()))}, rounded up {up:.4f}")
+print(f"mean {r.mean().item():.6f} (x = {x[0].item():.6f}); nearest gives {x[0].bfloat16().item()}")
+# --8<-- [end:sr]
+
+# --8<-- [start:methods]
+paths = {m: ref.trajectory(1.0, 1e-4, 1000, m, copies=50) for m in ref.METHODS}
+final = {m: p[-1] for m, p in paths.items()}
+for m, f in final.items():
+    print(f"{m:>10}: final {f.mean().item():.5f}, spread over 50 copies {f.std().item():.5f}")
+# --8<-- [end:methods]
+
+# --8<-- [start:gpt]
+x_eval, y_eval = (t.to(device) for t in get_batch(data, 32, 16, torch.Generator().manual_seed(9)))
+
+
+def eval_loss(model):
+    with torch.no_grad():
+        return F.cross_entropy(model(x_eval).flatten(0, 1), y_eval.flatten()).item()
+
+
+def train(model, opt, steps, seed):
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        x, y = (t.to(device) for t in get_batch(data, 8, 16, gen))
+        F.cross_entropy(model(x).flatten(0, 1), y.flatten()).backward()
+        opt.step()
+        size = sum(training_state_bytes(model, opt).values())
+        opt.zero_grad(set_to_none=True)
+    return size / sum(p.numel() for p in model.parameters())
+
+
+def finish(base, seed, rounding, moment_dtype=torch.float32):
+    model = copy.deepcopy(base).bfloat16()
+    start = [p.detach().clone() for p in model.parameters()]
+    kw = dict(rounding=rounding, moment_dtype=moment_dtype, seed=seed)
+    opt = ref.AdamW(model.parameters(), 3e-5, (0.9, 0.95), 1e-8, 0.1, **kw)
+    size = train(model, opt, 6, 1000 + seed)
+    moved = torch.cat([(p != s).flatten() for p, s in zip(model.parameters(), start)])
+    return {"loss": eval_loss(model), "moved": moved.float().mean().item(), "bytes": size}
+
+
+torch.manual_seed(0)
+base = Transformer(cfg).to(device)
+train(base, torch.optim.AdamW(base.parameters(), 3e-3, (0.9, 0.95), weight_decay=0.1), 30, 0)
+# --8<-- [end:gpt]
+
+# --8<-- [start:gpt_runs]
+seeds, options = [0, 1, 2], [*ref.METHODS, "bf16 moments"]
+start = eval_loss(copy.deepcopy(base).bfloat16())
+runs = {(m, s): finish(base, s, m) for m in ref.METHODS for s in seeds}
+runs |= {("bf16 moments", s): finish(base, s, "master", torch.bfloat16) for s in seeds}
+gain = {o: [start - runs[o, s]["loss"] for s in seeds] for o in options}
+moved = {o: [runs[o, s]["moved"] for s in seeds] for o in options}
+for o in options:
+    print(
+        f"{o:>12}: {runs[o, 0]['bytes']:.0f} bytes/param, loss gain {min(gain[o]):+.4f} to "
+        f"{max(gain[o]):+.4f}, weights moved {min(moved[o]):.0%} to {max(moved[o]):.0%}"
+    )
+# --8<-- [end:gpt_runs]
+
+
+# --8<-- [start:eps_widths]
+def adam_sqrt_v(hidden, steps=3):
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(hidden=hidden, n_layers=1, seq_len=16)).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.0, betas=(0.9, 0.95), weight_decay=0.0)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        x, y = (t.to(device) for t in get_batch(data, 8, 16, gen))
+        F.cross_entropy(model(x).flatten(0, 1), y.flatten()).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    v = torch.cat([st["exp_avg_sq"].flatten() for st in opt.state.values()])
+    return (v / (1 - 0.95**steps)).sqrt()
+
+
+widths = [16, 32, 64, 128, 256]
+sqrt_v = {h: adam_sqrt_v(h) for h in widths}
+for h, r in sqrt_v.items():
+    cut = ", ".join(f"{(r < 9 * e).float().mean().item():.1%}" for e in (1e-8, 1e-6, 1e-4))
+    print(f"width {h:>3}: median {r.median().item():.1e}; cut by eps 1e-8, 1e-6, 1e-4: {cut}")
+# --8<-- [end:eps_widths]
+
+# --8<-- [start:eps_dtypes]
+for dtype in (torch.float16, torch.bfloat16):
+    eps, g, one = (torch.tensor(v, dtype=dtype) for v in (1e-8, 1e-4, 1.0))
+    step = g / ((g * g).sqrt() + eps)
+    print(
+        f"{dtype}: eps {eps.item():.4g}, g*g {(g * g).item():.3g}, step {step.item():.4g}, "
+        f"1 + eps == 1: {bool(one + eps == one)}"
+    )
+# --8<-- [end:eps_dtypes]
+
+
+# --8<-- [start:moments]
+def v_after(dtype, beta2, steps=1000):
+    v = torch.tensor(1.0, dtype=dtype)
+    for _ in range(steps):
+        v = beta2 * v + (1 - beta2) * 0.25
+    return v.item()
+
+
+for beta2 in (0.95, 0.999):
+    fp32, bf16 = v_after(torch.float32, beta2), v_after(torch.bfloat16, beta2)
+    print(f"beta2 {beta2}: v in FP32 {fp32:.4f}, in BF16 {bf16:.4f}")
+# --8<-- [end:moments]
+
+# --8<-- [start:decay]
+lr, wd = 3e-4, 0.1
+decayed = torch.nn.Parameter(torch.tensor([0.02, 0.5, 1.0], dtype=torch.bfloat16))
+opt_bf16 = torch.optim.AdamW([decayed], lr=lr, weight_decay=wd)
+for _ in range(1000):
+    decayed.grad = torch.zeros_like(decayed)
+    opt_bf16.step()
+exact = [round(w * (1 - lr * wd) ** 1000, 5) for w in (0.02, 0.5, 1.0)]
+print(f"BF16 weights after 1000 decay steps: {decayed.tolist()}; FP32 would hold {exact}")
+# --8<-- [end:decay]

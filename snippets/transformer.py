@@ -1,0 +1,186 @@
+# --8<-- [start:imports]
+import math
+
+import torch
+import torch.nn.functional as F
+from torch.nn.utils import parameters_to_vector
+
+from gradflow_ref.flow import MLPConfig, build_mlp, gradient_norms
+from gradflow_ref.transformer import Transformer, TransformerConfig, get_batch, shakespeare
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+data = shakespeare()
+# --8<-- [end:imports]
+
+
+# --8<-- [start:profile]
+def grad_profile(n_layers, norm, depth_init, seed=0):
+    torch.manual_seed(seed)
+    cfg = TransformerConfig(n_layers=n_layers, norm=norm, depth_init=depth_init, seq_len=16)
+    model = Transformer(cfg).to(device)
+    stream = []
+    for block in model.blocks:
+        block.register_forward_pre_hook(lambda module, args: stream.append(args[0]))
+    x, y = get_batch(data, 4, 16, torch.Generator().manual_seed(seed))
+    loss = F.cross_entropy(model(x.to(device)).flatten(0, 1), y.to(device).flatten())
+    return torch.stack([g.norm() for g in torch.autograd.grad(loss, stream)]).cpu()
+
+
+# --8<-- [end:profile]
+
+# --8<-- [start:residual]
+depths, settings = [6, 12, 24, 48], [("pre", True), ("pre", False), ("post", True), ("post", False)]
+profiles = {(norm, on, n): grad_profile(n, norm, on) for norm, on in settings for n in depths}
+
+
+def first_over_last(p):
+    return (p[0] / p[-1]).item()
+
+
+print(f"{'block 1 / block L':>26}" + "".join(f"{f'L={n}':>8}" for n in depths))
+for norm, on in settings:
+    ratios = "".join(f"{first_over_last(profiles[norm, on, n]):8.2f}" for n in depths)
+    print(f"{norm + '-LN, depth init ' + ('on' if on else 'off'):>26}{ratios}")
+# --8<-- [end:residual]
+
+
+# --8<-- [start:seeds]
+def spread(values):
+    t = torch.as_tensor(values, dtype=torch.float64)
+    text = [f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}" for x in (t.median(), t.min(), t.max())]
+    return "{} ({}-{})".format(*text)
+
+
+deep_no_init = [first_over_last(profiles["pre", False, 48])]
+deep_no_init += [first_over_last(grad_profile(48, "pre", False, seed)) for seed in (1, 2)]
+post_inner = max(p[1:].max() / p[1:].min() for key, p in profiles.items() if key[0] == "post")
+print(f"pre-LN, depth init off, L=48, 3 seeds: {spread(deep_no_init)}")
+print(f"post-LN, blocks 2 to L: largest / smallest gradient {post_inner:.3f}")
+# --8<-- [end:seeds]
+
+# --8<-- [start:mlp]
+x_mlp = torch.randn(32, 64, generator=torch.Generator().manual_seed(0)).double()
+mlp_ratio = {}
+for activation, init in [("relu", "he"), ("sigmoid", "xavier")]:
+    net = build_mlp(MLPConfig(depth=48, activation=activation, init=init), dtype=torch.float64)
+    norms = gradient_norms(net, x_mlp)
+    mlp_ratio[activation] = (norms[0] / norms[-1]).item()
+    print(f"48-layer {activation} MLP: first layer / last layer {mlp_ratio[activation]:.2e}")
+# --8<-- [end:mlp]
+
+
+# --8<-- [start:qk_norm]
+def causal_attention(q, k, v, q_norm=None, k_norm=None):
+    if q_norm is not None:
+        q, k = q_norm(q), k_norm(k)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+head_dim = 16
+q_norm = torch.nn.LayerNorm(head_dim).to(device)
+k_norm = torch.nn.LayerNorm(head_dim).to(device)
+q, k, v = (torch.randn(2, 2, 16, head_dim).to(device) for _ in range(3))
+out = causal_attention(q, k, v, q_norm, k_norm)
+for scale in (1.0, 30.0):
+    raw = (scale * q) @ (scale * k).transpose(-2, -1) / math.sqrt(head_dim)
+    normed = q_norm(scale * q) @ k_norm(scale * k).transpose(-2, -1) / math.sqrt(head_dim)
+    print(f"q, k x{scale:<4g}: largest logit {raw.amax():8.1f} raw, {normed.amax():.2f} QK-normed")
+# --8<-- [end:qk_norm]
+
+
+# --8<-- [start:z_loss]
+def lm_loss(logits, targets, z_loss=1e-4):
+    log_z = logits.logsumexp(dim=-1)
+    ce = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+    return ce + z_loss * log_z.square().mean(), ce, log_z.mean()
+
+
+logits = torch.randn(4, 16, 256).to(device)
+targets = torch.randint(256, (4, 16)).to(device)
+for shift in (0.0, 20.0):
+    total, ce, log_z = lm_loss(logits + shift, targets)
+    print(f"logits + {shift:>2g}: cross-entropy {ce:.4f}, log Z {log_z:5.2f}, total {total:.4f}")
+# --8<-- [end:z_loss]
+
+
+# --8<-- [start:train]
+def train(lr, seed, qk_norm=False, z_loss=0.0, warmup=0, steps=12):
+    torch.manual_seed(seed)
+    model = Transformer(TransformerConfig(n_layers=1, seq_len=16, qk_norm=qk_norm)).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
+    factor = (lambda step: min(1.0, (step + 1) / warmup)) if warmup else (lambda step: 1.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    batches = torch.Generator().manual_seed(seed)
+    log = []
+    for _ in range(steps):
+        x, y = get_batch(data, 8, 16, batches)
+        loss, ce, log_z = lm_loss(model(x.to(device)), y.to(device), z_loss)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        schedule.step()
+        attn = model.blocks[0].attn
+        log.append(torch.stack([ce, attn.max_logit, attn.entropy, log_z]).detach())
+    return dict(zip(["loss", "max_logit", "entropy", "log_z"], torch.stack(log).T.cpu()))
+
+
+# --8<-- [end:train]
+
+# --8<-- [start:sweep]
+seeds = range(3)
+compared = [(0.01, False), (0.1, False), (0.1, True)]
+runs = {(lr, qk): [train(lr, s, qk_norm=qk) for s in seeds] for lr, qk in compared}
+
+
+def late(logs, key):
+    return [log[key][-5:].mean().item() for log in logs]
+
+
+print(f"{'last 5 steps, 3 seeds':>22}{'largest logit':>20}{'entropy (nats)':>24}{'loss':>20}")
+for (lr, qk), logs in runs.items():
+    name = f"lr {lr:g}, QK-norm {'on' if qk else 'off'}"
+    cells = [spread(late(logs, key)) for key in ("max_logit", "entropy", "loss")]
+    print(f"{name:>22}{cells[0]:>20}{cells[1]:>24}{cells[2]:>20}")
+assert min(late(runs[0.1, False], "max_logit")) > 5 * max(late(runs[0.1, True], "max_logit"))
+# --8<-- [end:sweep]
+
+# --8<-- [start:z_runs]
+z_runs = [train(0.1, s, z_loss=1e-4) for s in seeds]
+for name, logs in [("no z-loss", runs[0.1, False]), ("z-loss 1e-4", z_runs)]:
+    print(
+        f"{name:>12}: log Z {spread(late(logs, 'log_z'))}, "
+        f"cross-entropy {spread(late(logs, 'loss'))}"
+    )
+# --8<-- [end:z_runs]
+
+# --8<-- [start:first_step]
+torch.manual_seed(0)
+model = Transformer(TransformerConfig(n_layers=1, seq_len=16)).to(device)
+opt = torch.optim.AdamW(model.parameters(), lr=0.1, betas=(0.9, 0.95), weight_decay=0.1)
+x, y = get_batch(data, 8, 16, torch.Generator().manual_seed(0))
+before = parameters_to_vector(model.parameters()).detach()
+std_before = model.blocks[0].attn.qkv.weight.std().item()
+F.cross_entropy(model(x.to(device)).flatten(0, 1), y.to(device).flatten()).backward()
+opt.step()
+step_size = (parameters_to_vector(model.parameters()) - before).abs().detach().cpu()
+at_lr = ((step_size / 0.1 - 1).abs() < 0.01).float().mean().item()
+std_after = model.blocks[0].attn.qkv.weight.std().item()
+print(f"weights that moved by lr (within 1%) on step 1: {at_lr:.1%}")
+print(f"attention weights' std: {std_before:.4f} at init, {std_after:.4f} after one step")
+# --8<-- [end:first_step]
+
+# --8<-- [start:warmup]
+warmup_steps = 6
+warm_runs = [train(0.1, s, warmup=warmup_steps) for s in seeds]
+for name, logs in [("no warmup", runs[0.1, False]), (f"{warmup_steps}-step warmup", warm_runs)]:
+    logit, loss = spread(late(logs, "max_logit")), spread(late(logs, "loss"))
+    print(f"{name:>14}: largest logit {logit}, loss {loss}")
+# --8<-- [end:warmup]
+
+# --8<-- [start:reference]
+torch.manual_seed(0)
+ref_model = Transformer(TransformerConfig(n_layers=1, seq_len=16, qk_norm=True)).to(device)
+ref_model(get_batch(data, 2, 16, torch.Generator().manual_seed(1))[0].to(device))
+print(ref_model.blocks[0].attn)
+print(f"largest logit {ref_model.blocks[0].attn.max_logit:.3f}")
+# --8<-- [end:reference]
