@@ -118,12 +118,12 @@ def library_files(code: str, package: Path = ROOT / "gradflow_ref") -> dict[str,
 
     The modules it imports, directly or not, and the package data it reads: the committed
     benchmark runs (committed/bench-*.json) when gradflow_ref.benchmarks is among them, the text
-    (data/shakespeare.txt) when it names it.
+    (data/shakespeare.txt) when it names it or needs gradflow_ref.transformer, which reads it.
     """
     files = {"__init__.py": (package / "__init__.py").read_text(encoding="utf-8")}
     for module in modules_needed(code, package):
         files[f"{module}.py"] = (package / f"{module}.py").read_text(encoding="utf-8")
-    if "shakespeare.txt" in code:  # the text train.py reads with importlib.resources
+    if "shakespeare.txt" in code or "transformer.py" in files:  # read by importlib.resources
         files["data/shakespeare.txt"] = (package / "data" / "shakespeare.txt").read_text("utf-8")
     if "benchmarks.py" in files:
         for run in sorted((package / "committed").glob("bench-*.json")):

@@ -88,6 +88,12 @@ def test_a_lab_that_reads_committed_runs_carries_them():
     assert not any("/" in n for n in labs.library_files("from gradflow_ref.flow import mlp\n"))
 
 
+def test_a_lab_that_trains_the_transformer_carries_its_text():
+    files = labs.library_files("from gradflow_ref.transformer import shakespeare\n")
+    assert files["data/shakespeare.txt"].startswith("First Citizen")
+    assert "data/shakespeare.txt" not in labs.library_files("import gradflow_ref.clipping as ref\n")
+
+
 def test_a_notebook_run_leaves_no_temporary_file_and_no_process(tmp_path):
     """A lab run as Jupyter runs it (a kernel, the setup cell's module folder) cleans up."""
     notebook = labs.write_all(tmp_path / "labs", {"telephone": "The telephone game"})[0]
