@@ -46,10 +46,17 @@ class Monitor:
         scaler: the torch.amp.GradScaler of an FP16 loop, to read the loss scale (None: none).
 
     Example:
+        >>> model = nn.Linear(4, 2)
+        >>> opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         >>> mon = Monitor(model, max_norm=1.0)
-        >>> loss.backward(); mon.grads(loss)
-        >>> torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step()
+        >>> loss = model(torch.ones(3, 4)).square().mean()
+        >>> loss.backward()
+        >>> mon.grads(loss)
+        >>> norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        >>> opt.step()
         >>> record = mon.step()
+        >>> math.isclose(record.grad_norm, norm.item(), rel_tol=1e-6)
+        True
     """
 
     READY, GRADS = "READY", "GRADS"

@@ -87,7 +87,9 @@ def _kahan_add(weight, comp, update):
     w = weight.float()
     y = update.float() + comp.float()
     new = (w + y).to(torch.bfloat16)
-    comp.copy_(y - (new.float() - w))  # new - w is exact in FP32: both are BF16 values
+    # new - w is exact in FP32 (8-bit significands) unless one is over 2**16 times the other;
+    # then the update dwarfs the weight, and FP32's own rounding of y is the larger error
+    comp.copy_(y - (new.float() - w))
     weight.copy_(new)
     return weight
 
@@ -157,7 +159,8 @@ def trajectory(
         after each step.
 
     Example:
-        >>> trajectory(1.0, 1e-4, 1000, "nearest")[-1]  # tensor([1.])
+        >>> trajectory(1.0, 1e-4, 1000, "nearest")[-1]  # every update rounded away
+        tensor([1.])
     """
     start = _checks.real("trajectory", "start", start)
     update = _checks.real("trajectory", "update", update)
@@ -191,6 +194,9 @@ class AdamW(torch.optim.Optimizer):
             each step reads them into FP32 and rounds them back to nearest.
         seed: seeds the random bits of stochastic rounding.
 
+    Raises:
+        TypeError: a parameter is neither float32 nor bfloat16.
+
     Example:
         >>> model = torch.nn.Linear(4, 1).bfloat16()
         >>> opt = AdamW(model.parameters(), lr=1e-3, rounding="stochastic")
@@ -223,6 +229,13 @@ class AdamW(torch.optim.Optimizer):
         self.generator = torch.Generator().manual_seed(seed)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
         super().__init__(params, defaults)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.dtype not in (torch.float32, torch.bfloat16):
+                    raise TypeError(
+                        f"AdamW: parameters must be float32 or bfloat16, got {p.dtype}; "
+                        "cast the model with .float() or .bfloat16()."
+                    )
         self.rounding, self.moment_dtype = rounding, moment_dtype
 
     @torch.no_grad()

@@ -64,13 +64,6 @@ print(
 )
 # --8<-- [end:monitor]
 
-# --8<-- [start:wrong_order]
-try:
-    mon.step()
-except RuntimeError as err:
-    print(err)
-# --8<-- [end:wrong_order]
-
 
 # --8<-- [start:fp16]
 def fp16_steps(scaler, loss_scale=2.0**18, steps=4):
@@ -79,7 +72,8 @@ def fp16_steps(scaler, loss_scale=2.0**18, steps=4):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1)
     mon = ref.Monitor(model, max_norm=1.0, scaler=scaler)
     gen = torch.Generator().manual_seed(0)
-    for _ in range(steps):
+    for step in range(steps):
+        opt.param_groups[0]["lr"] = 1e-2 * min(1.0, (step + 1) / 5)
         x, y = (t.to(device) for t in get_batch(data, 8, 16, gen))
         with torch.autocast(device, dtype=torch.float16):
             loss = F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
@@ -106,26 +100,10 @@ dynamic = fp16_steps(scaler=torch.amp.GradScaler(device, init_scale=2.0**18))
 for name, records in (("fixed scale", static), ("GradScaler", dynamic)):
     print(f"{name:12s} losses {[round(r.loss, 3) for r in records]}")
     print(f"{'':12s} scales {[r.loss_scale for r in records]}")
-    print(f"{'':12s} skipped {[r.skipped for r in records]}")
 first = next(r for r in static if r.nonfinite_grad)
 print(f"step {first.step + 1}: first inf/NaN gradient in {first.nonfinite_grad}")
 print(f"step {first.step + 2}: first inf/NaN output of {static[first.step + 1].nonfinite_forward}")
 # --8<-- [end:fp16_compare]
-
-# --8<-- [start:divisor]
-torch.manual_seed(0)
-model = Transformer(TransformerConfig(seq_len=16)).to(device)
-micro = [tuple(t.to(device) for t in get_batch(data, 2, 16, gen)) for _ in range(4)]
-norms = {}
-for divisor in (len(micro), 1):
-    model.zero_grad(set_to_none=True)
-    for x, y in micro:
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
-        (loss / divisor).backward()
-    norms[divisor] = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()]).item()
-print(f"grad norm with the divisor {norms[4]:.4f}, without {norms[1]:.4f}")
-print(f"ratio {norms[1] / norms[4]:.4f}")
-# --8<-- [end:divisor]
 
 
 # --8<-- [start:rollback]
@@ -162,3 +140,17 @@ final, events = guarded_run(lr=1.0)
 print(*events, sep="\n")
 print(f"loss at the last step {final:.3f}")
 # --8<-- [end:rollback_run]
+
+# --8<-- [start:divisor]
+torch.manual_seed(0)
+model = Transformer(TransformerConfig(seq_len=16)).to(device)
+micro = [tuple(t.to(device) for t in get_batch(data, 2, 16, gen)) for _ in range(4)]
+norms = {}
+for divisor in (len(micro), 1):
+    model.zero_grad(set_to_none=True)
+    for x, y in micro:
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        (loss / divisor).backward()
+    norms[divisor] = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()]).item()
+print(f"grad norm with the divisor {norms[4]:.4f}, without {norms[1]:.4f}")
+# --8<-- [end:divisor]

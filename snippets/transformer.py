@@ -5,7 +5,6 @@ import torch
 import torch.nn.functional as F
 from torch.nn.utils import parameters_to_vector
 
-from gradflow_ref.flow import MLPConfig, build_mlp, gradient_norms
 from gradflow_ref.transformer import Transformer, TransformerConfig, get_batch, shakespeare
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -14,9 +13,10 @@ data = shakespeare()
 
 
 # --8<-- [start:profile]
-def grad_profile(n_layers, norm, depth_init, seed=0):
+def grad_profile(n_layers, norm, depth_init, seed=0, qk_norm=False):
     torch.manual_seed(seed)
-    cfg = TransformerConfig(n_layers=n_layers, norm=norm, depth_init=depth_init, seq_len=16)
+    switches = dict(norm=norm, depth_init=depth_init, qk_norm=qk_norm)
+    cfg = TransformerConfig(n_layers=n_layers, seq_len=16, **switches)
     model = Transformer(cfg).to(device)
     stream = []
     for block in model.blocks:
@@ -27,6 +27,22 @@ def grad_profile(n_layers, norm, depth_init, seed=0):
 
 
 # --8<-- [end:profile]
+
+
+# --8<-- [start:depth_init]
+def depth_scaled_init_(model, n_layers, residual=("attn.proj.weight", "mlp.2.weight")):
+    for name, p in model.named_parameters():
+        if p.dim() == 2:
+            std = 0.02 / math.sqrt(2 * n_layers) if name.endswith(residual) else 0.02
+            torch.nn.init.normal_(p, std=std)
+
+
+torch.manual_seed(0)
+model = Transformer(TransformerConfig(n_layers=48, depth_init=False)).to(device)
+depth_scaled_init_(model, n_layers=48)
+proj_std = torch.cat([block.attn.proj.weight.flatten() for block in model.blocks]).std().item()
+print(f"attn.proj std {proj_std:.5f}, 0.02 / sqrt(2 * 48) = {0.02 / math.sqrt(96):.5f}")
+# --8<-- [end:depth_init]
 
 # --8<-- [start:residual]
 depths, settings = [6, 12, 24, 48], [("pre", True), ("pre", False), ("post", True), ("post", False)]
@@ -54,19 +70,11 @@ def spread(values):
 deep_no_init = [first_over_last(profiles["pre", False, 48])]
 deep_no_init += [first_over_last(grad_profile(48, "pre", False, seed)) for seed in (1, 2)]
 post_inner = max(p[1:].max() / p[1:].min() for key, p in profiles.items() if key[0] == "post")
+with_qk_norm = first_over_last(grad_profile(48, "pre", True, qk_norm=True))
 print(f"pre-LN, depth init off, L=48, 3 seeds: {spread(deep_no_init)}")
 print(f"post-LN, blocks 2 to L: largest / smallest gradient {post_inner:.3f}")
+print(f"pre-LN, depth init on, L=48, QK-norm: {with_qk_norm:.2f}")
 # --8<-- [end:seeds]
-
-# --8<-- [start:mlp]
-x_mlp = torch.randn(32, 64, generator=torch.Generator().manual_seed(0)).double()
-mlp_ratio = {}
-for activation, init in [("relu", "he"), ("sigmoid", "xavier")]:
-    net = build_mlp(MLPConfig(depth=48, activation=activation, init=init), dtype=torch.float64)
-    norms = gradient_norms(net, x_mlp)
-    mlp_ratio[activation] = (norms[0] / norms[-1]).item()
-    print(f"48-layer {activation} MLP: first layer / last layer {mlp_ratio[activation]:.2e}")
-# --8<-- [end:mlp]
 
 
 # --8<-- [start:qk_norm]
@@ -76,6 +84,7 @@ def causal_attention(q, k, v, q_norm=None, k_norm=None):
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
+torch.manual_seed(0)
 head_dim = 16
 q_norm = torch.nn.LayerNorm(head_dim).to(device)
 k_norm = torch.nn.LayerNorm(head_dim).to(device)
@@ -144,15 +153,6 @@ for (lr, qk), logs in runs.items():
 assert min(late(runs[0.1, False], "max_logit")) > 5 * max(late(runs[0.1, True], "max_logit"))
 # --8<-- [end:sweep]
 
-# --8<-- [start:z_runs]
-z_runs = [train(0.1, s, z_loss=1e-4) for s in seeds]
-for name, logs in [("no z-loss", runs[0.1, False]), ("z-loss 1e-4", z_runs)]:
-    print(
-        f"{name:>12}: log Z {spread(late(logs, 'log_z'))}, "
-        f"cross-entropy {spread(late(logs, 'loss'))}"
-    )
-# --8<-- [end:z_runs]
-
 # --8<-- [start:first_step]
 torch.manual_seed(0)
 model = Transformer(TransformerConfig(n_layers=1, seq_len=16)).to(device)
@@ -173,8 +173,9 @@ print(f"attention weights' std: {std_before:.4f} at init, {std_after:.4f} after 
 warmup_steps = 6
 warm_runs = [train(0.1, s, warmup=warmup_steps) for s in seeds]
 for name, logs in [("no warmup", runs[0.1, False]), (f"{warmup_steps}-step warmup", warm_runs)]:
+    step_3 = spread([log["max_logit"][2].item() for log in logs])
     logit, loss = spread(late(logs, "max_logit")), spread(late(logs, "loss"))
-    print(f"{name:>14}: largest logit {logit}, loss {loss}")
+    print(f"{name:>14}: largest logit {step_3} at step 3, {logit} at the end; loss {loss}")
 # --8<-- [end:warmup]
 
 # --8<-- [start:reference]

@@ -38,6 +38,23 @@ def test_stochastic_round_is_unbiased_for_negative_values():
     assert abs(r.mean().item() - x[0].item()) < 5 * 2**-6 * (0.25 / 200_000) ** 0.5
 
 
+def test_stochastic_round_is_unbiased_just_below_a_power_of_two():
+    # 2 - 2**-9 lies 3/4 of the way from 1.9921875 to 2.0; rounding up crosses into the next
+    # binade, for either sign
+    x = torch.tensor([2 - 2**-9, -(2 - 2**-9)]).repeat(200_000, 1)
+    r = ref.stochastic_round(x, torch.Generator().manual_seed(2)).double()
+    assert set(r.abs().unique().tolist()) == {1.9921875, 2.0}
+    sd = 2**-7 * (0.75 * 0.25 / 200_000) ** 0.5
+    torch.testing.assert_close(r.mean(0), x[0].double(), rtol=0, atol=5 * sd)
+
+
+def test_stochastic_round_keeps_nan_whatever_its_low_bits():
+    # NaNs whose low 16 bits are set: adding noise could carry them into inf or wrap them to 0
+    bits = torch.tensor([0x7F800001, 0x7FFFFFFF, -1], dtype=torch.int32)
+    r = ref.stochastic_round(bits.view(torch.float32), torch.Generator().manual_seed(0))
+    assert bool(torch.isnan(r).all())
+
+
 def test_stochastic_round_keeps_bf16_values_and_non_finite_values():
     x = torch.tensor([1.0, -0.5, 0.0, float("inf"), float("-inf"), 3.0e38])
     r = ref.stochastic_round(x, torch.Generator().manual_seed(0))
@@ -190,3 +207,10 @@ def test_adamw_rejects_an_unknown_rounding():
 def test_adamw_rejects_beta_of_one():
     with pytest.raises(ValueError, match="`betas\\[1\\]` must be below 1, got 1"):
         ref.AdamW(_model().parameters(), betas=(0.9, 1.0))
+
+
+def test_adamw_rejects_float16_parameters():
+    with pytest.raises(
+        TypeError, match="parameters must be float32 or bfloat16, got torch.float16"
+    ):
+        ref.AdamW(_model().half().parameters())

@@ -1,14 +1,17 @@
 """Build side of docs/diagnosis.md: the gallery of induced failures, its table, figure and widget.
 
 Every run of the gallery trains gradflow_ref.transformer's small GPT from scratch. To fit the
-page's compute budget, the runs of one architecture train side by side: torch.func.vmap over
+page's compute budget, the FP32 runs of one architecture train side by side: torch.func.vmap over
 their stacked weights, one shared batch per step, and AdamW written out per run (each run has its
-own learning rate, skip rule, loss scale and rollback). `train_runs` with one setting and one seed
-computes what a plain loop with torch.optim.AdamW computes (tests/test_pages_diagnosis.py).
+own learning rate, skip rule and rollback). `train_runs` with one setting and one seed computes
+what a plain loop with torch.optim.AdamW computes (tests/test_pages_diagnosis.py). torch.autocast
+does not reach the kernels inside vmap, so the FP16 runs train one by one in a plain loop
+(`fp16_runs`: torch.autocast, torch.optim.AdamW, torch.amp.GradScaler).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -22,6 +25,7 @@ __all__ = [
     "FAILURES",
     "SIGNALS",
     "train_runs",
+    "fp16_runs",
     "gallery",
     "summary",
     "table",
@@ -42,7 +46,7 @@ class Setting:
     loss_mult: float = 1.0  # 4.0: four micro-batch losses summed, the divisor forgotten
     rollback: bool = False  # on a loss 1.5x the best so far: reload the last checkpoint, lr / 10
     loss_scale: float = 1.0  # FP16 autocast with the loss multiplied by this
-    dynamic: bool = False  # GradScaler's rule: on inf/NaN skip the step and halve the scale
+    dynamic: bool = False  # a torch.amp.GradScaler: on inf/NaN skip the step, halve the scale
     qk_norm: bool = False  # LayerNorm on queries and keys (TransformerConfig.qk_norm)
     fp16: bool = False  # forward under torch.autocast(dtype=torch.float16)
 
@@ -79,12 +83,20 @@ SIGNALS = {
     "ratio": ("update / weight (RMS ratio)", True),
     "scale": ("loss scale", True),
 }
+# signal -> its name in the table shown without JavaScript
+SHORT = {
+    "loss": "loss",
+    "norm": "grad norm",
+    "logit": "largest logit",
+    "ratio": "ratio",
+    "scale": "scale",
+}
 
 
 def train_runs(settings, seeds, steps: int, cfg: TransformerConfig, batch: int = 8, data_seed=0):
-    """Train one model per (setting, seed), side by side, and return per-step logs (runs, steps).
+    """Train one FP32 model per (setting, seed), side by side; return per-step logs (runs, steps).
 
-    All settings must share `qk_norm` and `fp16` (one architecture and one precision per call).
+    All settings must share `qk_norm` (one architecture per call); FP16 settings go to fp16_runs.
     Runs see the same batches; a seed sets the initial weights.
 
     Returns:
@@ -92,11 +104,13 @@ def train_runs(settings, seeds, steps: int, cfg: TransformerConfig, batch: int =
         "skipped", "clipped", "lr", "rolled_back" to a (runs, steps) tensor.
 
     Raises:
-        ValueError: the settings mix architectures or precisions, or `steps` is not positive.
+        ValueError: the settings mix architectures, one is FP16, or `steps` is not positive.
     """
     settings = list(settings)
-    if len({(s.qk_norm, s.fp16) for s in settings}) != 1:
-        raise ValueError("train_runs: `settings` must share qk_norm and fp16; call once per kind.")
+    if len({s.qk_norm for s in settings}) != 1:
+        raise ValueError("train_runs: `settings` must share qk_norm; call once per kind.")
+    if any(s.fp16 for s in settings):
+        raise ValueError("train_runs: FP16 settings train in fp16_runs(); pass FP32 ones here.")
     if steps < 1:
         raise ValueError(f"train_runs: `steps` must be a positive integer, got {steps}.")
     cfg = TransformerConfig(**{**cfg.__dict__, "qk_norm": settings[0].qk_norm})
@@ -113,20 +127,20 @@ def train_runs(settings, seeds, steps: int, cfg: TransformerConfig, batch: int =
     m, v = torch.zeros_like(flat), torch.zeros_like(flat)
     col = lambda key: torch.tensor([float(getattr(s, key)) for s, _ in runs])  # noqa: E731
     lr_peak, warm, mult, skip_over = col("lr"), col("warmup"), col("loss_mult"), col("skip_over")
-    scale, dyn, rollback = col("loss_scale"), col("dynamic").bool(), col("rollback").bool()
-    fp16 = settings[0].fp16
+    scale, rollback = torch.ones(R), col("rollback").bool()
     t, lr_cut = torch.zeros(R, 1), torch.ones(R)
 
     def forward(p, x):
-        with torch.autocast("cpu", dtype=torch.float16, enabled=fp16):
-            out = functional_call(base, (p,), (x,))
-        return out.float(), torch.stack([b.attn.max_logit.float() for b in base.blocks]).amax()
+        out = functional_call(base, (p,), (x,))
+        return out, torch.stack([b.attn.max_logit for b in base.blocks]).amax()
 
     data, gen = shakespeare(), torch.Generator().manual_seed(data_seed)
     keys = ("loss", "norm", "logit", "ratio", "scale", "skipped", "clipped", "lr", "rolled_back")
     log = {k: [] for k in keys}
     ckpt, best, recent = None, torch.full((len(runs),), float("inf")), []
     for step in range(steps):
+        if step % CHECKPOINT_EVERY == 0:  # before the step, as the page's guarded_run saves
+            ckpt = (flat.detach().clone(), m.clone(), v.clone(), t.clone())
         x, y = get_batch(data, batch, cfg.seq_len, gen)
         bad = torch.tensor([step in s.corrupt for s, _ in runs])
         # the runs that see the corrupt batch get targets of one repeated byte (null)
@@ -138,13 +152,13 @@ def train_runs(settings, seeds, steps: int, cfg: TransformerConfig, batch: int =
         loss = F.cross_entropy(out.flatten(0, 2), ys.flatten(), reduction="none")
         loss = loss.view(len(runs), -1).mean(1)
         flat.grad = None
-        (loss * mult * scale).sum().backward()
+        (loss * mult).sum().backward()
         with torch.no_grad():
-            g = flat.grad / scale[:, None]
+            g = flat.grad
             norm = torch.linalg.vector_norm(g, dim=1)
             finite = torch.isfinite(norm)
             median = torch.stack(recent[-10:]).median(0).values if recent else norm
-            skip = ((skip_over > 0) & (norm > skip_over * median)) | (dyn & ~finite)
+            skip = (skip_over > 0) & (norm > skip_over * median)
             recent.append(torch.where(skip, median, norm))
             coef = (MAX_NORM / (norm + 1e-6)).clamp(max=1.0)
             lr = lr_peak * lr_cut * ((step + 1) / warm.clamp(min=1)).clamp(max=1.0)
@@ -159,7 +173,7 @@ def train_runs(settings, seeds, steps: int, cfg: TransformerConfig, batch: int =
             ratio = torch.linalg.vector_norm(upd, dim=1) / torch.linalg.vector_norm(flat, dim=1)
             flat.sub_(upd)
             loss = loss.detach()
-            spike = rollback & (~torch.isfinite(loss) | (loss > 1.5 * best)) & (ckpt is not None)
+            spike = rollback & (~torch.isfinite(loss) | (loss > 1.5 * best))
             for key, value in zip(
                 keys,
                 (
@@ -175,19 +189,90 @@ def train_runs(settings, seeds, steps: int, cfg: TransformerConfig, batch: int =
                 ),
             ):
                 log[key].append(value.float())
-            scale = torch.where(dyn & ~finite, scale / 2, scale)
             if spike.any():  # reload weights, AdamW's moments and step count; lower the lr
                 for now, saved in zip((flat, m, v), ckpt):
                     now.copy_(torch.where(spike[:, None], saved, now))
                 t = torch.where(spike[:, None], ckpt[3], t)
                 lr_cut = torch.where(spike, lr_cut / 10, lr_cut)
             best = torch.minimum(best, torch.where(torch.isfinite(loss), loss, best))
-            if step % CHECKPOINT_EVERY == 0:
-                ckpt = (flat.detach().clone(), m.clone(), v.clone(), t)
     return runs, {k: torch.stack(vs).T for k, vs in log.items()}
 
 
-def gallery(seeds=(0, 1, 2), steps: int = 12, fp16_steps: int = 5, seq_len: int = 16):
+def fp16_runs(settings, seeds, steps: int, cfg: TransformerConfig, batch: int = 8, data_seed=0):
+    """Train one FP16 model per (setting, seed) in a plain loop; return logs as train_runs does.
+
+    The loop is the page's: torch.autocast(float16), the loss multiplied by `loss_scale` (fixed)
+    or a torch.amp.GradScaler starting there (`dynamic`), clip_grad_norm_, torch.optim.AdamW.
+    It reads `lr`, `warmup`, `loss_scale`, `dynamic` and `qk_norm` of each setting.
+
+    Raises:
+        ValueError: a setting is not FP16, or `steps` is not positive.
+    """
+    settings = list(settings)
+    if not all(s.fp16 for s in settings):
+        raise ValueError(
+            "fp16_runs: every setting must have fp16=True; FP32 ones go to train_runs."
+        )
+    if steps < 1:
+        raise ValueError(f"fp16_runs: `steps` must be a positive integer, got {steps}.")
+    keys = ("loss", "norm", "logit", "ratio", "scale", "skipped", "clipped", "lr", "rolled_back")
+    runs, rows = [(s, seed) for s in settings for seed in seeds], []
+    for s, seed in runs:
+        torch.manual_seed(seed)
+        model = Transformer(TransformerConfig(**{**cfg.__dict__, "qk_norm": s.qk_norm}))
+        opt = torch.optim.AdamW(
+            model.parameters(), lr=s.lr, betas=BETAS, eps=EPS, weight_decay=WEIGHT_DECAY
+        )
+        scaler = torch.amp.GradScaler("cpu", init_scale=s.loss_scale) if s.dynamic else None
+        data, gen, row = shakespeare(), torch.Generator().manual_seed(data_seed), []
+        for step in range(steps):
+            lr = s.lr * min(1.0, (step + 1) / max(s.warmup, 1))
+            opt.param_groups[0]["lr"] = lr
+            x, y = get_batch(data, batch, cfg.seq_len, gen)
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
+            logit = max(float(b.attn.max_logit) for b in model.blocks)
+            scale = scaler.get_scale() if scaler else s.loss_scale
+            opt.zero_grad(set_to_none=True)
+            (scaler.scale(loss) if scaler else loss * scale).backward()
+            with torch.no_grad():
+                if scaler:
+                    scaler.unscale_(opt)
+                else:
+                    for p in model.parameters():
+                        p.grad /= scale
+                norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM))
+                before = [p.detach().clone() for p in model.parameters()]
+                if scaler:
+                    scaler.step(opt)
+                    scaler.update()
+                else:
+                    opt.step()
+                moved = sum(
+                    float((p - b).square().sum()) for p, b in zip(model.parameters(), before)
+                )
+                size = sum(float(b.square().sum()) for b in before)
+            skipped = bool(scaler) and scaler.get_scale() < scale
+            clipped = math.isfinite(norm) and norm > MAX_NORM
+            row.append(
+                (
+                    loss.item(),
+                    norm,
+                    logit,
+                    math.sqrt(moved / size),
+                    scale,
+                    skipped,
+                    clipped,
+                    lr,
+                    0.0,
+                )
+            )
+        rows.append(row)
+    log = torch.tensor(rows, dtype=torch.float32)  # (runs, steps, keys)
+    return runs, {k: log[:, :, i] for i, k in enumerate(keys)}
+
+
+def gallery(seeds=(0, 1, 2), steps: int = 12, fp16_steps: int = 4, seq_len: int = 16):
     """Run every failure of FAILURES and its remedy for each seed; return {failure: {...}}.
 
     Each failure maps to {"fail": log, "fix": log}, a log mapping signals to (seeds, steps).
@@ -198,7 +283,8 @@ def gallery(seeds=(0, 1, 2), steps: int = 12, fp16_steps: int = 5, seq_len: int 
     logs = {}
     for kind in dict.fromkeys((s.qk_norm, s.fp16) for s in wanted):
         group = [s for s in wanted if (s.qk_norm, s.fp16) == kind]
-        runs, log = train_runs(group, seeds, fp16_steps if kind[1] else steps, cfg)
+        train = fp16_runs if kind[1] else train_runs
+        runs, log = train(group, seeds, fp16_steps if kind[1] else steps, cfg)
         for i, s in enumerate(group):
             rows = slice(i * len(seeds), (i + 1) * len(seeds))
             logs[s] = {k: val[rows] for k, val in log.items()}
@@ -228,13 +314,20 @@ def _after(x: torch.Tensor, step: int) -> torch.Tensor:
     return rest.nan_to_num(float("inf")).amax(1)
 
 
+def _first_nonfinite(x: torch.Tensor) -> torch.Tensor:
+    """Per seed, the first step whose value is inf/NaN, or the number of steps if none is."""
+    bad = ~x.isfinite()
+    return torch.where(bad.any(1), bad.float().argmax(1), x.shape[1]).float()
+
+
 def summary(runs: dict) -> dict[str, dict[str, torch.Tensor]]:
     """Reduce gallery(...)'s runs to per-seed numbers for each failure.
 
     Returns:
         failure -> {"sign_fail", "sign_fix": the signature (SIGNATURES) per seed; "end_fail",
         "end_fix": mean loss of the last three steps per seed; "clipped_fail", "clipped_fix":
-        fraction of clipped steps; "skipped_fix", "rolled_back_fix": counts per seed}.
+        fraction of clipped steps; "skipped_fix", "rolled_back_fix": counts per seed;
+        "norm_after_fail", "first_nonfinite_fail": see below}.
 
     Raises:
         ValueError: a failure of FAILURES is missing from `runs`.
@@ -256,6 +349,8 @@ def summary(runs: dict) -> dict[str, dict[str, torch.Tensor]]:
             "rolled_back_fix": fix["rolled_back"].sum(1),
             # the largest grad norm after the last corrupt step (the failing run); NaN if none
             "norm_after_fail": _after(fail["norm"], max(FAILURES[name][0].corrupt, default=-1)),
+            # the first step (from 0) whose grad norm is inf/NaN in the failing run; steps if none
+            "first_nonfinite_fail": _first_nonfinite(fail["norm"]),
         }
     return out
 
@@ -290,19 +385,29 @@ def table(runs: dict) -> str:
 
 
 def static_table(runs: dict) -> str:
-    """Return the HTML table a reader without JavaScript sees: each run's final loss, per seed."""
+    """Return the HTML table a reader without JavaScript sees: for each failure, its signature
+    signal at every step (columns), the median of the seeds, in a row for the failing run and one
+    for the remedy ('inf/NaN' where a seed's value was not finite)."""
     import markdown
 
-    found = summary(runs)
+    steps = max(r["fail"]["loss"].shape[1] for r in runs.values())
     rows = [
-        "| Failure | Final loss, failure runs | Remedy | Final loss, remedy runs |",
-        "|:--|--:|:--|--:|",
+        "| Failure (signal) | Run | step 1 | "
+        + " | ".join(str(i + 1) for i in range(1, steps))
+        + " |",
+        "|:--|:--|" + "--:|" * steps,
     ]
     for name in FAILURES:
-        fail, fix = (
-            ", ".join(f"{v:.3g}" for v in found[name][k].tolist()) for k in ("end_fail", "end_fix")
-        )
-        rows.append(f"| {name} | {fail} | {REMEDIES[name]} | {fix} |")
+        key = SIGNATURES[name][1]
+        for which, label in (("fail", "failure"), ("fix", REMEDIES[name])):
+            what = f"{name} ({SHORT[key]})" if which == "fail" else ""
+            x = runs[name][which][key]
+            cells = [
+                f"{x[:, i].median().item():.3g}" if x[:, i].isfinite().all() else "inf/NaN"
+                for i in range(x.shape[1])
+            ]
+            cells += [""] * (steps - len(cells))
+            rows.append(f"| {what} | {label} | " + " | ".join(cells) + " |")
     return markdown.markdown("\n".join(rows), extensions=["tables"])
 
 
@@ -369,8 +474,9 @@ def check_claims(found: dict) -> None:
         "learning rate too high: every step of every failing run clipped": bool(
             (f["learning rate too high"]["clipped_fail"] == 1).all()
         ),
-        "learning rate too high: rolled-back runs end level with the base run": _overlap(
-            f["learning rate too high"]["end_fix"], f["missing accumulation divisor"]["end_fix"]
+        "learning rate too high: every rolled-back run ends above every base run": bool(
+            f["learning rate too high"]["end_fix"].min()
+            > f["missing accumulation divisor"]["end_fix"].max()
         ),
         "missing warmup: every failing run peaks above every warmed-up run": bool(
             f["missing warmup"]["sign_fix"].max() < f["missing warmup"]["sign_fail"].min()
@@ -384,6 +490,9 @@ def check_claims(found: dict) -> None:
         "missing accumulation divisor: final losses overlap": _overlap(
             f["missing accumulation divisor"]["end_fail"],
             f["missing accumulation divisor"]["end_fix"],
+        ),
+        "FP16 overflow: every fixed-scale run overflows on its first step": bool(
+            (f["FP16 overflow"]["first_nonfinite_fail"] == 0).all()
         ),
         "FP16 overflow: every fixed-scale run ends NaN, no GradScaler run does": bool(
             f["FP16 overflow"]["end_fail"].isnan().all()
