@@ -80,8 +80,12 @@ def test_training_figure_draws_the_median_and_a_band_per_setting():
         "a": [_log([1.0, 10.0]), _log([1.0, 1000.0]), _log([1.0, 100.0])],
         "b": [_log([2.0, 2.0])],
     }
-    svg = page.training_figure(runs, "max_logit")
-    assert svg.count("<polyline") == 2 and svg.count("<polygon") == 2
+    figure = page.training_figure(runs, "max_logit")
+    wide, narrow = re.findall(r'<div class="gf-figure__(?:wide|narrow)">(.*?)</div>', figure)
+    for svg in (wide, narrow):  # the phone rendering draws the same lines and bands
+        assert svg.count("<polyline") == 2 and svg.count("<polygon") == 2
+    assert 'viewBox="0 0 640 ' in wide and 'viewBox="0 0 340 ' in narrow
+    svg = wide
     label = html.unescape(re.search(r'aria-label="([^"]*)"', svg).group(1))
     assert "a: 100 at the last step" in label and "b: 2 at the last step" in label
 

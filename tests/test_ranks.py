@@ -94,6 +94,8 @@ def test_fork_is_refused_after_a_process_group_ran_here():
         "dist.init_process_group('gloo', store=dist.HashStore(), rank=0, world_size=1)\n"
         "mesh = init_device_mesh('cpu', (1,))  # as train.py; it keeps gloo's threads alive\n"
         "dist.destroy_process_group()\n"
+        "import time; deadline = time.monotonic() + 10  # gloo starts its threads asynchronously\n"
+        "while _ranks._fork_is_safe() and time.monotonic() < deadline: time.sleep(0.05)\n"
         "print(before, _ranks._fork_is_safe())\n"
     )
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONWARNINGS="error")

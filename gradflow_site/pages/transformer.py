@@ -75,14 +75,15 @@ def widget_data(profiles: dict, depths) -> dict:
     return {"depths": list(depths), "log10": log10}
 
 
-def _chart(series, x_range, x_ticks, x_label: str, y_label: str, alt: str) -> str:
+def _chart(series, x_range, x_ticks, x_label: str, y_label: str, alt: str, W: int = 640) -> str:
     """Return a log-y SVG line chart.
 
     `series`: (label, colour, dashed, [(x, log10 y)], band or None), band = [(x, low, high)] in
     log10 too; legend two to a row under the plot.
     """
-    rows = (len(series) + 1) // 2
-    W, H, left, right, top, bottom = 640, 290 + 16 * rows, 58, 12, 12, 50 + 16 * rows
+    cols = 2 if W >= 600 else 1  # legend entries per row; a phone-width chart stacks them
+    rows = (len(series) + cols - 1) // cols
+    H, left, right, top, bottom = 290 + 16 * rows, 58, 12, 12, 50 + 16 * rows
     values = [
         v
         for *_, pts, band in series
@@ -123,7 +124,7 @@ def _chart(series, x_range, x_ticks, x_label: str, y_label: str, alt: str) -> st
         parts.append(
             f'<polyline points="{line}" fill="none" stroke="{color}" stroke-width="2"{dash}/>'
         )
-        lx, ly = left + (k % 2) * 290, H - 16 * rows + 4 + (k // 2) * 16
+        lx, ly = left + (k % cols) * 290, H - 16 * rows + 4 + (k // cols) * 16
         parts.append(
             f'<line x1="{lx}" x2="{lx + 20}" y1="{ly}" y2="{ly}" stroke="{color}" '
             f'stroke-width="2"{dash}/>'
@@ -207,8 +208,13 @@ def training_figure(runs: dict, key: str) -> str:
     n = len(series[0][3])
     alt = f"{y_label} over {n} training steps, median of {len(logs)} seeds. " + "; ".join(ends)
     ticks = sorted({1, *range(0, n + 1, max(1, n // 6))} - {0})
-    chart = _chart(series, (1, n), ticks, "optimizer step", y_label, alt + ".")
-    return f'<figure class="gf-figure">{chart}</figure>'
+    wide = _chart(series, (1, n), ticks, "optimizer step", y_label, alt + ".")
+    narrow = _chart(series, (1, n), ticks, "optimizer step", y_label, alt + ".", W=340)
+    # CSS shows one of the two (gradflow.css): on a phone the text stays readable
+    return (
+        f'<figure class="gf-figure"><div class="gf-figure__wide">{wide}</div>'
+        f'<div class="gf-figure__narrow">{narrow}</div></figure>'
+    )
 
 
 def widget(profiles: dict, depths, shown_depth: int = 48) -> str:
