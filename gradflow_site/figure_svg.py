@@ -86,9 +86,10 @@ def tight_svg(fig, one_draw: bool) -> str:
     savefig's "tight" draws the figure twice: once to measure it, once to write it. Here the
     figure is written uncropped, a last artist (_tight_box) measures the same bounding box at
     the end of that one draw, and the SVG's size and viewBox crop to it, padded by
-    savefig.pad_inches: the same picture, drawn once. Text that wraps
-    (the phone renderings' titles) is laid out against the cropped figure savefig draws, so
-    such a figure takes savefig's two draws (`one_draw` False).
+    savefig.pad_inches: the same picture, drawn once. Text that wraps is laid out against the
+    figure's width, which "tight" narrows to the crop before its second draw; a figure whose
+    crop is narrower than the figure and whose text wraps takes savefig's two draws
+    (`one_draw` False). (The phone rendering is fitted to its crop first: one draw.)
     """
     import matplotlib
 

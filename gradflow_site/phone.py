@@ -38,7 +38,9 @@ def narrow_svg(fig, label: str) -> str | None:
     _phone_text(fig)
     _fit_phone_width(fig, min(width, PHONE_INCHES), tall)
     # the two renderings sit in one page: every element id of this one gets a prefix
-    text = svg_text(fig, label, one_draw=False)  # _phone_text wraps titles and labels
+    # one draw: _fit_phone_width made the figure as wide as its cropped image, so titles wrap
+    # at the same place against either (savefig's "tight" would draw it twice)
+    text = svg_text(fig, label, one_draw=True)
     text = re.sub(r'\bid="([^"]+)"', r'id="phone-\1"', text)
     return re.sub(r'(url\(#|href="#)([^)"]+)', r"\1phone-\2", text)
 

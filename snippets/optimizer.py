@@ -172,6 +172,39 @@ for beta2 in (0.95, 0.999):
     print(f"beta2 {beta2}: v in FP32 {fp32:.4f}, in BF16 {bf16:.4f}")
 # --8<-- [end:moments]
 
+
+# --8<-- [start:moments_run]
+def bf16_step_ratio(seed, steps=100, betas2=(0.95, 0.999)):
+    """Train in FP32 and keep v beside it in FP32 and BF16, from the same gradients."""
+    torch.manual_seed(seed)
+    model = Transformer(cfg).to(device)
+    opt = torch.optim.AdamW(model.parameters(), 3e-3, (0.9, 0.95), weight_decay=0.1)
+    v = {(b2, dt): 0.0 for b2 in betas2 for dt in (torch.float32, torch.bfloat16)}
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        x, y = (t.to(device) for t in get_batch(data, 8, 16, gen))
+        F.cross_entropy(model(x).flatten(0, 1), y.flatten()).backward()
+        g = torch.cat([p.grad.flatten() for p in model.parameters()])
+        for b2, dt in v:  # as ref.AdamW(moment_dtype=dt): FP32 arithmetic, stored in dt
+            v[b2, dt] = (b2 * v[b2, dt] + (1 - b2) * g * g).to(dt).float()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    # each weight's step with a BF16 v over its step with an FP32 v
+    return {b2: (v[b2, torch.float32] / v[b2, torch.bfloat16]).sqrt().cpu() for b2 in betas2}
+
+
+# --8<-- [end:moments_run]
+
+# --8<-- [start:moments_share]
+ratios = [bf16_step_ratio(seed) for seed in seeds[:3]]
+smaller = {b2: [(r[b2] < 0.99).float().mean().item() for r in ratios] for b2 in (0.95, 0.999)}
+larger = {b2: [(r[b2] > 1.01).float().mean().item() for r in ratios] for b2 in (0.95, 0.999)}
+print("share of weights whose BF16-moment step is over 1% smaller / larger than FP32's:")
+for b2 in (0.95, 0.999):
+    shares = [" ".join(f"{x:.1%}" for x in xs) for xs in (smaller[b2], larger[b2])]
+    print(f"beta2 {b2}: smaller {shares[0]}; larger {shares[1]}")
+# --8<-- [end:moments_share]
+
 # --8<-- [start:decay]
 lr, wd = 3e-4, 0.1
 decayed = torch.nn.Parameter(torch.tensor([0.02, 0.5, 1.0], dtype=torch.bfloat16))

@@ -188,10 +188,10 @@ def train(cfg):
         torch.cuda.set_device(device)
     device = torch.device(device)
     backend = "nccl" if device.type == "cuda" else "gloo"
-    if "RANK" in os.environ:  # started by torchrun
-        dist.init_process_group(backend)
-    else:  # python train.py: a world of one process
-        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    # torchrun sets RANK and the rendezvous; python train.py alone is a world of one process
+    alone = {} if "RANK" in os.environ else dict(store=dist.HashStore(), rank=0, world_size=1)
+    gpu = device if device.type == "cuda" else None  # NCCL binds this rank to its GPU up front
+    dist.init_process_group(backend, device_id=gpu, **alone)
     world, rank = dist.get_world_size(), dist.get_rank()
     mesh = init_device_mesh(device.type, (world,))
     train_data, val_data = load_text()

@@ -64,16 +64,20 @@ for norm, on in settings:
 def spread(values):
     t = torch.as_tensor(values, dtype=torch.float64)
     text = [f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}" for x in (t.median(), t.min(), t.max())]
-    return "{} ({}-{})".format(*text)
+    return "{} ({}{}{})".format(text[0], text[1], " to " if t.min() < 0 else "-", text[2])
 
 
 deep_no_init = [first_over_last(profiles["pre", False, 48])]
 deep_no_init += [first_over_last(grad_profile(48, "pre", False, seed)) for seed in (1, 2)]
 post_inner = max(p[1:].max() / p[1:].min() for key, p in profiles.items() if key[0] == "post")
-with_qk_norm = first_over_last(grad_profile(48, "pre", True, qk_norm=True))
+qk_profiles = {key: grad_profile(key[2], key[0], key[1], qk_norm=True) for key in profiles}
+qk_change = {k: first_over_last(qk_profiles[k]) / first_over_last(p) for k, p in profiles.items()}
 print(f"pre-LN, depth init off, L=48, 3 seeds: {spread(deep_no_init)}")
 print(f"post-LN, blocks 2 to L: largest / smallest gradient {post_inner:.3f}")
-print(f"pre-LN, depth init on, L=48, QK-norm: {with_qk_norm:.2f}")
+for norm, on in settings:
+    changes = [qk_change[norm, on, n] for n in depths]
+    name = f"{norm}-LN, depth init {'on' if on else 'off'}"
+    print(f"QK-norm x block 1 / block L, {name}: {min(changes):.3f} to {max(changes):.3f}")
 # --8<-- [end:seeds]
 
 
@@ -113,6 +117,10 @@ for shift in (0.0, 20.0):
 
 
 # --8<-- [start:train]
+absent = torch.ones(256, dtype=torch.bool, device=device)  # byte values the text never holds
+absent[data.unique()] = False
+
+
 def train(lr, seed, qk_norm=False, z_loss=0.0, warmup=0, steps=12):
     torch.manual_seed(seed)
     model = Transformer(TransformerConfig(n_layers=1, seq_len=16, qk_norm=qk_norm)).to(device)
@@ -123,14 +131,16 @@ def train(lr, seed, qk_norm=False, z_loss=0.0, warmup=0, steps=12):
     log = []
     for _ in range(steps):
         x, y = get_batch(data, 8, 16, batches)
-        loss, ce, log_z = lm_loss(model(x.to(device)), y.to(device), z_loss)
+        logits = model(x.to(device))
+        loss, ce, log_z = lm_loss(logits, y.to(device), z_loss)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         schedule.step()
-        attn = model.blocks[0].attn
-        log.append(torch.stack([ce, attn.max_logit, attn.entropy, log_z]).detach())
-    return dict(zip(["loss", "max_logit", "entropy", "log_z"], torch.stack(log).T.cpu()))
+        attn, absent_logit = model.blocks[0].attn, logits[..., absent].mean()
+        log.append(torch.stack([ce, attn.max_logit, attn.entropy, log_z, absent_logit]).detach())
+    keys = ["loss", "max_logit", "entropy", "log_z", "absent_logit"]
+    return dict(zip(keys, torch.stack(log).T.cpu()))
 
 
 # --8<-- [end:train]
@@ -152,6 +162,21 @@ for (lr, qk), logs in runs.items():
     print(f"{name:>22}{cells[0]:>20}{cells[1]:>24}{cells[2]:>20}")
 assert min(late(runs[0.1, False], "max_logit")) > 5 * max(late(runs[0.1, True], "max_logit"))
 # --8<-- [end:sweep]
+
+# --8<-- [start:z_runs]
+z_runs = [train(0.1, s, qk_norm=True, z_loss=1e-4) for s in seeds]
+print(f"{'QK-norm on, lr 0.1':>22}{'log Z':>20}{'absent bytes logit':>24}{'loss':>20}")
+for name, logs in [("no z-loss", runs[0.1, True]), ("z-loss 1e-4", z_runs)]:
+    cells = [spread(late(logs, key)) for key in ("log_z", "absent_logit", "loss")]
+    print(f"{name:>22}{cells[0]:>20}{cells[1]:>24}{cells[2]:>20}")
+z_effect = {
+    key: [a - b for a, b in zip(late(z_runs, key), late(runs[0.1, True], key))]
+    for key in ("log_z", "loss")
+}
+effects = "; ".join(f"{key} {spread(d)}" for key, d in z_effect.items())
+print(f"with minus without, same seed: {effects}")
+assert max(z_effect["log_z"]) < 0
+# --8<-- [end:z_runs]
 
 # --8<-- [start:first_step]
 torch.manual_seed(0)

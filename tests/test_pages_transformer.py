@@ -27,32 +27,43 @@ def _profiles(depths=DEPTHS):
 
 
 def test_widget_data_stores_log10_relative_to_the_last_block():
-    data = page.widget_data(_profiles(), DEPTHS)
+    qk = {key: p.flip(0) for key, p in _profiles().items()}  # block 1 smallest
+    data = page.widget_data(_profiles(), qk, DEPTHS)
     assert data["depths"] == DEPTHS
-    assert set(data["log10"]) == {"pre", "post"}
-    assert set(data["log10"]["pre"]) == {"on", "off"}
-    assert data["log10"]["post"]["off"][1] == [round(math.log10(4), 3), round(math.log10(2), 3), 0]
+    assert set(data["log10"]) == {"off", "on"}  # QK-norm
+    assert set(data["log10"]["on"]) == {"pre", "post"}
+    assert set(data["log10"]["on"]["pre"]) == {"on", "off"}  # depth-scaled init
+    without, with_qk = data["log10"]["off"]["post"]["off"][1], data["log10"]["on"]["post"]["off"][1]
+    assert without == [round(math.log10(4), 3), round(math.log10(2), 3), 0]
+    assert with_qk == [round(math.log10(0.25), 3), round(math.log10(0.5), 3), 0]
+
+
+def test_widget_data_rejects_a_missing_qk_norm_setting():
+    qk = _profiles()
+    del qk["pre", True, 2]
+    with pytest.raises(ValueError, match=r"`qk_profiles` has no entry \('pre', True, 2\)"):
+        page.widget_data(_profiles(), qk, DEPTHS)
 
 
 def test_widget_data_rejects_a_missing_setting():
     profiles = _profiles()
     del profiles["post", False, 3]
     with pytest.raises(ValueError, match=r"no entry \('post', False, 3\)"):
-        page.widget_data(profiles, DEPTHS)
+        page.widget_data(profiles, _profiles(), DEPTHS)
 
 
 def test_widget_data_rejects_a_profile_of_the_wrong_length():
     profiles = _profiles()
     profiles["pre", True, 3] = torch.ones(2)
     with pytest.raises(ValueError, match=r"must hold 3 positive finite norms, got 2 values"):
-        page.widget_data(profiles, DEPTHS)
+        page.widget_data(profiles, _profiles(), DEPTHS)
 
 
 def test_widget_data_rejects_a_zero_norm():
     profiles = _profiles()
     profiles["pre", True, 2] = torch.tensor([1.0, 0.0])
     with pytest.raises(ValueError, match="positive finite norms"):
-        page.widget_data(profiles, DEPTHS)
+        page.widget_data(profiles, _profiles(), DEPTHS)
 
 
 def test_profile_figure_draws_four_settings_and_names_block_1():
@@ -64,10 +75,10 @@ def test_profile_figure_draws_four_settings_and_names_block_1():
 
 
 def test_widget_keeps_the_data_contract():
-    out = page.widget(_profiles(), DEPTHS, shown_depth=3)
+    out = page.widget(_profiles(), _profiles(), DEPTHS, shown_depth=3)
     assert 'data-gf-widget="transformer"' in out
     data = json.loads(html.unescape(re.search(r'data-gf-data="([^"]*)"', out).group(1)))
-    assert data == page.widget_data(_profiles(), DEPTHS)
+    assert data == page.widget_data(_profiles(), _profiles(), DEPTHS)
     assert "<svg" in out
 
 

@@ -18,14 +18,22 @@ from tests._browser import open_page
 pytestmark = [pytest.mark.build, pytest.mark.browser]
 
 ONE_RATIO = 1.2e-3  # rtol of one stored ratio (3-decimal log10)
-# (norm, depth-scaled init, blocks): every setting, both ends of the depth slider
-POINTS = [("pre", True, 48), ("pre", False, 6), ("post", True, 12), ("post", False, 24)]
+# (norm, depth-scaled init, blocks, QK-norm): every setting, both ends of the depth slider
+POINTS = [
+    ("pre", True, 48, False),
+    ("pre", False, 6, False),
+    ("post", True, 12, False),
+    ("post", False, 24, False),
+    ("pre", False, 48, True),
+    ("post", True, 6, True),
+]
 
 
-def reference(norm: str, depth_init: bool, n_layers: int) -> torch.Tensor:
+def reference(norm: str, depth_init: bool, n_layers: int, qk_norm: bool = False) -> torch.Tensor:
     """The page's measurement (snippets/transformer.py, grad_profile), over block L's norm."""
     torch.manual_seed(0)
-    cfg = TransformerConfig(n_layers=n_layers, norm=norm, depth_init=depth_init, seq_len=16)
+    switches = dict(norm=norm, depth_init=depth_init, qk_norm=qk_norm)
+    cfg = TransformerConfig(n_layers=n_layers, seq_len=16, **switches)
     model = Transformer(cfg)
     stream = []
     for block in model.blocks:
@@ -66,7 +74,7 @@ def test_transformer_widget_controls_select_the_measured_profile(page):
     shown = float(status.get_attribute("data-block1"))
     expected = reference("post", True, 12)[0].item()
     torch.testing.assert_close(shown, expected, rtol=ONE_RATIO, atol=0)
-    assert "post-LN, depth-scaled init on, 12 blocks" in status.text_content()
+    assert "post-LN, depth-scaled init on, QK-norm off, 12 blocks" in status.text_content()
     rest = reference("post", True, 12)[1:]
     torch.testing.assert_close(
         float(status.get_attribute("data-rest")),
@@ -90,3 +98,19 @@ def test_transformer_widget_depth_init_changes_pre_ln_only_as_measured(page):
     for on, ratio in ratios.items():
         expected = reference("pre", on, 48)[0].item()
         torch.testing.assert_close(ratio, expected, rtol=ONE_RATIO, atol=0)
+
+
+def test_transformer_widget_qk_norm_toggle_selects_the_qk_norm_profile(page):
+    fig = page.locator('[data-gf-widget="transformer"]')
+    fig.get_by_role("combobox", name="LayerNorm").select_option("pre")
+    fig.get_by_role("slider", name="Blocks").press("End")
+    fig.get_by_role("checkbox", name="Depth-scaled init").set_checked(False)
+    toggle = fig.get_by_role("checkbox", name="QK-norm")
+    status = fig.locator(".gf-status")
+    for on in (True, False):
+        toggle.set_checked(on)
+        assert status.get_attribute("data-qk") == str(on).lower()
+        assert f"QK-norm {'on' if on else 'off'}, 48 blocks" in status.text_content()
+        expected = reference("pre", False, 48, qk_norm=on)[0].item()
+        shown = float(status.get_attribute("data-block1"))
+        torch.testing.assert_close(shown, expected, rtol=ONE_RATIO, atol=0)

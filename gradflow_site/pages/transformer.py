@@ -2,8 +2,8 @@
 
 The profiles it draws are measured by the chapter's own snippet (snippets/transformer.py,
 `grad_profile`): the gradient norm reaching each block's input, at initialisation, for every
-depth, normalisation placement and init the widget offers. The static figure is plain SVG
-written here (no matplotlib: the page's whole render has a 5 s budget).
+depth, normalisation placement, init and QK-norm setting the widget offers. The static figure
+is plain SVG written here (no matplotlib: the page's whole render has a 5 s budget).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ AXES = {
 }
 
 
-def _check(profiles: dict, depths) -> None:
+def _check(profiles: dict, depths, name: str = "profiles") -> None:
     if not depths:
         raise ValueError("transformer page: `depths` must list at least one depth, got [].")
     for norm, depth_init in LABELS:
@@ -40,39 +40,46 @@ def _check(profiles: dict, depths) -> None:
             p = profiles.get((norm, depth_init, n))
             if p is None:
                 raise ValueError(
-                    f"transformer page: `profiles` has no entry ({norm!r}, {depth_init}, {n}); "
+                    f"transformer page: `{name}` has no entry ({norm!r}, {depth_init}, {n}); "
                     "measure every norm, depth_init and depth the widget offers."
                 )
             if len(p) != n or not all(math.isfinite(v) and v > 0 for v in torch.as_tensor(p)):
                 raise ValueError(
-                    f"transformer page: profile ({norm!r}, {depth_init}, {n}) must hold {n} "
+                    f"transformer page: {name}[{norm!r}, {depth_init}, {n}] must hold {n} "
                     f"positive finite norms, got {len(p)} values."
                 )
 
 
-def widget_data(profiles: dict, depths) -> dict:
+def widget_data(profiles: dict, qk_profiles: dict, depths) -> dict:
     """Return the widget's data: log10 of each block's gradient norm over block L's (3 decimals).
 
     Args:
         profiles: (norm, depth_init, depth) -> 1-D tensor of `depth` gradient norms, block 1
             first, for norm in ("pre", "post"), depth_init in (True, False), depth in `depths`.
+        qk_profiles: the same, measured with QK-norm.
         depths: the depths the widget's slider offers.
 
     Raises:
         ValueError: a profile is missing, of the wrong length, or not positive and finite.
     """
-    _check(profiles, depths)
-    log10 = {
-        norm: {
-            ("on" if depth_init else "off"): [
-                [round(math.log10(v / p[-1]), 3) for v in p]
-                for p in (torch.as_tensor(profiles[norm, depth_init, n]).tolist() for n in depths)
-            ]
-            for depth_init in (True, False)
+
+    def log10(measured: dict, name: str) -> dict:
+        _check(measured, depths, name)
+        return {
+            norm: {
+                ("on" if depth_init else "off"): [
+                    [round(math.log10(v / p[-1]), 3) for v in p]
+                    for p in (
+                        torch.as_tensor(measured[norm, depth_init, n]).tolist() for n in depths
+                    )
+                ]
+                for depth_init in (True, False)
+            }
+            for norm in ("pre", "post")
         }
-        for norm in ("pre", "post")
-    }
-    return {"depths": list(depths), "log10": log10}
+
+    by_qk_norm = {"off": log10(profiles, "profiles"), "on": log10(qk_profiles, "qk_profiles")}
+    return {"depths": list(depths), "log10": by_qk_norm}
 
 
 def _chart(series, x_range, x_ticks, x_label: str, y_label: str, alt: str, W: int = 640) -> str:
@@ -217,10 +224,9 @@ def training_figure(runs: dict, key: str) -> str:
     )
 
 
-def widget(profiles: dict, depths, shown_depth: int = 48) -> str:
+def widget(profiles: dict, qk_profiles: dict, depths, shown_depth: int = 48) -> str:
     """Return the residual-stream widget; without JavaScript, profile_figure at `shown_depth`."""
     from gradflow_site.widgets import widget as make_widget
 
-    return make_widget(
-        "transformer", widget_data(profiles, depths), static=profile_figure(profiles, shown_depth)
-    )
+    data = widget_data(profiles, qk_profiles, depths)
+    return make_widget("transformer", data, static=profile_figure(profiles, shown_depth))
