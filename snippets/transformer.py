@@ -9,6 +9,8 @@ from gradflow_ref.transformer import Transformer, TransformerConfig, get_batch, 
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 data = shakespeare()
+absent = torch.ones(256, dtype=torch.bool, device=device)  # byte values the text never holds
+absent[data.unique().to(device)] = False
 # --8<-- [end:imports]
 
 
@@ -117,10 +119,6 @@ for shift in (0.0, 20.0):
 
 
 # --8<-- [start:train]
-absent = torch.ones(256, dtype=torch.bool, device=device)  # byte values the text never holds
-absent[data.unique()] = False
-
-
 def train(lr, seed, qk_norm=False, z_loss=0.0, warmup=0, steps=12):
     torch.manual_seed(seed)
     model = Transformer(TransformerConfig(n_layers=1, seq_len=16, qk_norm=qk_norm)).to(device)
@@ -137,9 +135,10 @@ def train(lr, seed, qk_norm=False, z_loss=0.0, warmup=0, steps=12):
         loss.backward()
         opt.step()
         schedule.step()
-        attn, absent_logit = model.blocks[0].attn, logits[..., absent].mean()
-        log.append(torch.stack([ce, attn.max_logit, attn.entropy, log_z, absent_logit]).detach())
-    keys = ["loss", "max_logit", "entropy", "log_z", "absent_logit"]
+        attn, absent_p = model.blocks[0].attn, logits.softmax(-1)[..., absent].sum(-1)
+        record = [ce, attn.max_logit, attn.entropy, log_z, logits[..., absent].mean()]
+        log.append(torch.stack([*record, absent_p.mean()]).detach())
+    keys = ["loss", "max_logit", "entropy", "log_z", "absent_logit", "absent_p"]
     return dict(zip(keys, torch.stack(log).T.cpu()))
 
 
@@ -165,10 +164,11 @@ assert min(late(runs[0.1, False], "max_logit")) > 5 * max(late(runs[0.1, True], 
 
 # --8<-- [start:z_runs]
 z_runs = [train(0.1, s, qk_norm=True, z_loss=1e-4) for s in seeds]
-print(f"{'QK-norm on, lr 0.1':>22}{'log Z':>20}{'absent bytes logit':>24}{'loss':>20}")
+columns = {"log_z": "log Z", "absent_logit": "absent logit", "absent_p": "absent prob."}
+columns["loss"] = "cross-entropy"
+print(" " * 12 + "".join(f"{name:>23}" for name in columns.values()))
 for name, logs in [("no z-loss", runs[0.1, True]), ("z-loss 1e-4", z_runs)]:
-    cells = [spread(late(logs, key)) for key in ("log_z", "absent_logit", "loss")]
-    print(f"{name:>22}{cells[0]:>20}{cells[1]:>24}{cells[2]:>20}")
+    print(f"{name:<12}" + "".join(f"{spread(late(logs, key)):>23}" for key in columns))
 z_effect = {
     key: [a - b for a, b in zip(late(z_runs, key), late(runs[0.1, True], key))]
     for key in ("log_z", "loss")
