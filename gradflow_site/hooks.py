@@ -89,9 +89,16 @@ def on_files(files, config, **kwargs):
 
     from gradflow_site import exec_cache, lab_runs, labs, parallel
 
-    # pages are rendered in this order: the ones that leave gloo's threads behind go last
-    last = [f for f in files if f.src_uri in parallel.LAST_PAGES]
-    files = Files([f for f in files if f.src_uri not in parallel.LAST_PAGES] + last)
+    # the build renders pages in this order and the fork from the end (gradflow_site/parallel.py):
+    # first the ones only the build renders, last the ones that leave gloo's threads behind,
+    # the slowest of the rest just before them
+    order = [parallel.RANK_PAGES, (), parallel.SLOW_PAGES, parallel.LAST_PAGES]
+
+    def place(f):
+        group = next((i for i, g in enumerate(order) if f.src_uri in g), 1)
+        return group, order[group].index(f.src_uri) if group != 1 else 0
+
+    files = Files(sorted(files, key=place))
     root = Path(config.config_file_path).parent
     out = root / "build" / "labs-src"
     _labs.clear()

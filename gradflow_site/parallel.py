@@ -15,7 +15,9 @@ that; a rank forked from a process with those threads hangs, so gradflow_ref._ra
 fresh processes instead, at seconds each. The build therefore renders LAST_PAGES (the arena)
 after every other page (gradflow_site/hooks.py puts them last), and the fork, which starts with
 them, leaves RANK_PAGES, whose blocks start ranks (the DDP and FSDP2 runs, the training script
-on one process and on two), to the build.
+on one process and on two), to the build, which renders them first, while the fork works.
+SLOW_PAGES come just before LAST_PAGES, so that the fork takes them early and the two processes
+meet on short pages: the one that reaches a page the other is rendering waits for it.
 
 A block that raises in the fork is not handed over: the build runs it again and reports it as
 always. If the fork dies, the build renders its pages. Only `mkdocs build` forks (`mkdocs serve`
@@ -39,10 +41,21 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["LAST_PAGES", "RANK_PAGES", "can_fork", "enabled", "finish", "preload", "start", "take"]
+__all__ = [
+    "LAST_PAGES",
+    "RANK_PAGES",
+    "SLOW_PAGES",
+    "can_fork",
+    "enabled",
+    "finish",
+    "preload",
+    "start",
+    "take",
+]
 
 RANK_PAGES = ("accumulation.md", "memory.md", "train.md")  # their blocks start ranks
 LAST_PAGES = ("arena.md",)  # their blocks run train.py in-process
+SLOW_PAGES = ("clipping.md", "loss_scaling.md")  # the slowest of the rest, in the fork's queue
 
 _state: dict = {"pid": None, "dir": None}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from gradflow_site.parallel import LAST_PAGES, RANK_PAGES
+from gradflow_site.parallel import LAST_PAGES, RANK_PAGES, SLOW_PAGES
 from tests._site import ROOT
 
 # what starts ranks (gradflow_ref._ranks.run_ranks) from a chapter's blocks
@@ -33,3 +33,8 @@ def test_last_pages_are_exactly_the_pages_that_train_in_process():
         + "".join((ROOT / f).read_text(encoding="utf-8") for f in INCLUDE.findall(p.read_text()))
     )
     assert found == sorted(LAST_PAGES)
+
+
+def test_slow_pages_are_chapters_the_fork_may_render():
+    assert all((ROOT / "docs" / page).is_file() for page in SLOW_PAGES), SLOW_PAGES
+    assert not set(SLOW_PAGES) & set(RANK_PAGES + LAST_PAGES)
