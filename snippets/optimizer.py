@@ -203,6 +203,7 @@ print("share of weights whose BF16-moment step is over 1% smaller / larger than 
 for b2 in (0.95, 0.999):
     shares = [" ".join(f"{x:.1%}" for x in xs) for xs in (smaller[b2], larger[b2])]
     print(f"beta2 {b2}: smaller {shares[0]}; larger {shares[1]}")
+assert min(smaller[0.999]) > 10 * max(smaller[0.95] + larger[0.95])
 # --8<-- [end:moments_share]
 
 # --8<-- [start:decay]
