@@ -68,7 +68,7 @@ GF.register("transformer", (live, data) => {
     onChange: (v) => { state.init = v; draw(); },
   });
   const qk = GF.toggle({
-    label: "QK-norm (LayerNorm on queries and keys)",
+    label: "QK-norm (LayerNorm on q and k)",
     checked: state.qk,
     onChange: (v) => { state.qk = v; draw(); },
   });
