@@ -53,8 +53,8 @@ def widget(
         static: HTML shown without JavaScript (an `svg(...)` figure or a table), hidden once
             the script has mounted the live widget.
         title: the widget's accessible name and visible heading, e.g. "Clip a gradient". Leave
-            it out in chapters: the caption paragraph after the block gives it (its leading
-            bold text; gradflow_site/captions.py).
+            it out in chapters: the `/// caption` after the block gives it (its leading bold
+            text; gradflow_site/extension.py).
         caption: optional sentence under the widget (plain text).
         needs: shared scripts in docs/assets/widgets/ (names without .js) that the loader runs
             before `<name>.js`, for logic two widgets use (e.g. "precision").
@@ -68,9 +68,9 @@ def widget(
     """
     _check_scripts(name, needs)
     if title is None:
-        from gradflow_site.captions import TITLE_PLACEHOLDER
+        from gradflow_site.extension import TITLE
 
-        title = TITLE_PLACEHOLDER
+        title = TITLE
     if not title.strip():
         raise ValueError("widget: `title` must name the widget, got an empty string.")
     if not static or not static.strip():
