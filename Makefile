@@ -33,10 +33,9 @@ $(NODE_STAMP): package.json package-lock.json
 
 env: $(STAMP) $(NODE_STAMP)  ## create or update .venv (and node_modules for the browser tests)
 
-# no --quiet on the first build: MkDocs then drops warnings before --strict counts them
+# every rebuild renders every page; a chapter runs again only when a file it read changed
 serve: $(STAMP)  ## build the site strictly, then serve it at http://$(HOST)/ with live reload
-	$(BIN)/mkdocs build --strict
-	$(BIN)/mkdocs serve --strict --dirty --dev-addr $(HOST)
+	$(BIN)/mkdocs serve --strict --dev-addr $(HOST)
 
 build: $(STAMP)  ## build the site strictly into site/
 	$(BIN)/mkdocs build --strict

@@ -31,13 +31,13 @@ from markdown.preprocessors import Preprocessor
 from markupsafe import Markup
 
 from gradflow_site import mathml, run
+from gradflow_site.render import ALT
+from gradflow_site.widgets import TITLE
 
-__all__ = ["ALT", "TITLE", "GradflowExtension", "formatter", "makeExtension"]
+__all__ = ["GradflowExtension", "formatter", "makeExtension"]
 
 log = logging.getLogger("mkdocs.plugins.gradflow")
 
-ALT = "@@gf-alt@@"  # render.svg: the figure's text alternative, filled from its caption
-TITLE = "@@gf-title@@"  # widgets.widget: the widget's title, filled from its caption's bold lead
 
 # pymdownx.blocks.caption's <figure> around a figure or widget a block printed
 _CAPTIONED = re.compile(
@@ -80,7 +80,11 @@ class _Chapter(Preprocessor):
         inside = {i for a, b, _, _ in run.fences(lines) for i in range(a, b + 1)}
         for n, text in enumerate(lines):
             if n not in inside and "{python}" in text:
-                lines[n] = run.INLINE.sub(lambda m, t=text: self._value(m, t, values), text)
+                parts, end = [], 0
+                for m in run.values(text):
+                    parts += [text[end : m.start()], self._value(m, text, values)]
+                    end = m.end()
+                lines[n] = "".join(parts) + text[end:]
         return lines
 
     def _value(self, match: re.Match, text: str, values: deque) -> str:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gradflow_site.extension import ALT
 from gradflow_site.figure_svg import plain_log_labels, power_label, svg_text
 from gradflow_site.phone import narrow_svg
 
-__all__ = ["build_machine", "plain_log_ticks", "svg", "table"]
+__all__ = ["ALT", "build_machine", "plain_log_ticks", "svg", "table"]
+
+ALT = "@@gf-alt@@"  # a figure's text alternative, filled from its caption (extension.py)
 
 
 def plain_log_ticks(ax) -> None:

@@ -31,19 +31,22 @@ from importlib import metadata
 from pathlib import Path
 
 __all__ = [
-    "INLINE",
     "Cell",
     "cells",
+    "fences",
     "key",
+    "normal",
     "page_cells",
     "result",
     "result_of",
     "start",
     "summary",
+    "values",
 ]
 
 ROOT = Path(__file__).resolve().parents[1]
 INLINE = re.compile(r"(?<!`)`\{python\}[ \t]+([^`\n]+?)[ \t]*`(?!`)")
+_QUOTED = re.compile(r"(`{2,}).+?\1")  # a code span of two or more backticks shows the syntax
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
 _EXEC = re.compile(r"""\bexec\s*=\s*["']?(?:1|true|yes|on)\b""", re.I)
 _OPTION = re.compile(r"""\b(session|source)\s*=\s*["']([^"']*)["']""")
@@ -77,6 +80,12 @@ def fences(lines: list[str]):
         i += 1
 
 
+def values(text: str) -> list[re.Match]:
+    """Return the inline values of a line of prose, not those quoted in a ``code span``."""
+    quoted = [m.span() for m in _QUOTED.finditer(text)]
+    return [m for m in INLINE.finditer(text) if not any(a <= m.start() < b for a, b in quoted)]
+
+
 def normal(code: str) -> str:
     """Return `code` as blocks are compared: trailing blanks and blank edge lines dropped."""
     return "\n".join(line.rstrip() for line in code.strip("\n").split("\n"))
@@ -107,19 +116,19 @@ def cells(lines: list[str], where: list[str] | None = None) -> list[Cell]:
         cell.where = [where[first]] + where[first + 1 + lead : last]
         blocks.append((last, cell))
     default = next((b.session for _, b in blocks if b.session), "")
-    values: dict[int, list[Cell]] = {}  # index of the block above (-1: none) -> its values
+    after: dict[int, list[Cell]] = {}  # index of the block above (-1: none) -> its values
     for n, text in enumerate(lines):
         if n in inside or "{python}" not in text:
             continue
         above = [i for i, (last, _) in enumerate(blocks) if last < n]
         session = (blocks[above[-1]][1].session if above else "") or default
-        for m in INLINE.finditer(text):
+        for m in values(text):
             cell = Cell("value", m.group(1), session, [where[n]])
-            values.setdefault(above[-1] if above else -1, []).append(cell)
-    out = list(values.get(-1, []))
+            after.setdefault(above[-1] if above else -1, []).append(cell)
+    out = list(after.get(-1, []))
     for i, (_, block) in enumerate(blocks):
         out.append(block)
-        out += values.get(i, [])
+        out += after.get(i, [])
     return out
 
 

@@ -115,15 +115,21 @@ def test_sitemap_dates_are_the_last_commits(site):
 
 def test_build_date_comes_from_the_last_commit(monkeypatch):
     """The hook hands MkDocs the commit's time, so a build tomorrow writes the same dates."""
+    from types import SimpleNamespace
+
     from mkdocs.utils import get_build_date
 
-    from gradflow_site import provenance
+    from gradflow_site import hooks
 
-    epoch = provenance.commit_epoch(ROOT)
-    if epoch is None:
+    epoch = hooks._git("log", "-1", "--format=%ct")
+    if not epoch:
         pytest.skip("not a git checkout")
-    monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)  # restored after the test
+    config = hooks.on_config(SimpleNamespace(extra={}))
     day = datetime.datetime.fromtimestamp(int(epoch), datetime.UTC).date().isoformat()
     assert get_build_date() == day
+    assert config.extra["verified"]["commit"].startswith(
+        hooks._git("rev-parse", "--short=12", "HEAD")
+    )
     monkeypatch.setenv("SOURCE_DATE_EPOCH", str(int(epoch) + 3 * 86400))
     assert get_build_date() != day  # MkDocs does read it: the date is not simply today's
