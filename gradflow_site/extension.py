@@ -30,7 +30,7 @@ from markdown.postprocessors import Postprocessor
 from markdown.preprocessors import Preprocessor
 from markupsafe import Markup
 
-from gradflow_site import mathml, run
+from gradflow_site import cells, mathml, run
 from gradflow_site.render import ALT
 from gradflow_site.widgets import TITLE
 
@@ -52,7 +52,7 @@ _TAGS = re.compile(r"<[^>]+>")
 class _Page:
     """One conversion's run: each block's output, in page order per (session, code)."""
 
-    def __init__(self, path: str, page: list[run.Cell], outputs: list[dict]):
+    def __init__(self, path: str, page: list[cells.Cell], outputs: list[dict]):
         self.path = path
         self.blocks: dict[tuple[str, str], deque] = defaultdict(deque)
         for cell, out in zip(page, outputs):
@@ -60,7 +60,7 @@ class _Page:
                 self.blocks[(cell.session, cell.code)].append(out)
 
     def output(self, session: str, code: str) -> dict:
-        queue = self.blocks.get((session or "", run.normal(code)))
+        queue = self.blocks.get((session or "", cells.normal(code)))
         if not queue:
             return {"error": f"{self.path}: a block ran that the page's run did not see"}
         return queue.popleft()
@@ -70,18 +70,18 @@ class _Chapter(Preprocessor):
     """Run the page's cells; write its inline values; keep its blocks' outputs for `formatter`."""
 
     def run(self, lines: list[str]) -> list[str]:
-        page = run.cells(lines)
+        page = cells.cells(lines)
         self.md.gradflow_page = None
         if not page:
             return lines
         path, done = run.result(page)
         self.md.gradflow_page = _Page(path, page, done["outputs"])
         values = deque(o for c, o in zip(page, done["outputs"]) if c.kind == "value")
-        inside = {i for a, b, _, _ in run.fences(lines) for i in range(a, b + 1)}
+        inside = {i for a, b, _, _ in cells.fences(lines) for i in range(a, b + 1)}
         for n, text in enumerate(lines):
             if n not in inside and "{python}" in text:
                 parts, end = [], 0
-                for m in run.values(text):
+                for m in cells.values(text):
                     parts += [text[end : m.start()], self._value(m, text, values)]
                     end = m.end()
                 lines[n] = "".join(parts) + text[end:]

@@ -60,7 +60,7 @@ def on_files(files, config, **kwargs):
     import markdown
     from mkdocs.structure.files import File
 
-    from gradflow_site import labs, run
+    from gradflow_site import cells, labs, run
 
     snippets = markdown.Markdown(
         extensions=["pymdownx.snippets"],
@@ -72,7 +72,7 @@ def on_files(files, config, **kwargs):
             path = f"{Path(config.docs_dir).name}/{file.src_uri}"
             text = Path(file.abs_src_path).read_text(encoding="utf-8")
             try:
-                pages[path] = run.page_cells(text, path, snippets.run)
+                pages[path] = cells.page_cells(text, path, snippets.run)
             except ValueError as err:  # a broken snippet include, named with its page and line
                 problems.append(str(err))
     if problems:

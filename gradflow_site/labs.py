@@ -273,18 +273,18 @@ def executed_copy(uri: str, config) -> str:
     (the setup cell, which the chapter does not run, has none). Raises ValueError for a lab
     whose cells the chapter does not all show.
     """
-    from gradflow_site import run
+    from gradflow_site import cells, run
 
     name = Path(uri).stem
     docs = Path(config.docs_dir)
     nb = nbformat.reads((docs / "labs" / f"{name}.ipynb").read_text(encoding="utf-8"), 4)
     page = run.result_of(f"{docs.name}/{name}.md")
-    printed = {run.normal(c["code"]): o for c, o in zip(page["cells"], page["outputs"])}
+    printed = {cells.normal(c["code"]): o for c, o in zip(page["cells"], page["outputs"])}
     count = 0
     for cell in nb.cells[2:]:
         if cell.cell_type != "code":
             continue
-        out = printed.get(run.normal(cell.source))
+        out = printed.get(cells.normal(cell.source))
         if out is None or "output" not in out:
             raise ValueError(f"docs/{uri}: chapter {name} does not show cell {cell.id} as run")
         count += 1

@@ -25,17 +25,18 @@ HOOKS = f"{ROOT}/gradflow_site/hooks.py"  # mkdocs.yml's
 TAG = "GRADFLOW_TEST_RUN"  # the environment variable every process of one test run carries
 
 
-def mkdocs_build(site_dir: Path, config=None, timeout=900, cache=False, workers=0):
-    """Run `mkdocs build --strict` (execution cache off unless `cache`; `workers`: processes
-    that run the chapters, 0 for one per core) with a TMPDIR beside `site_dir` and the tag
-    GRADFLOW_BUILD=site_dir (tests/test_leftovers.py checks both); return the process. Each
-    chapter's run is recorded in `<site_dir>.runs/` (tests/test_copy_run.py reads them)."""
+def mkdocs_build(site_dir: Path, config=None, timeout=900, workers=0):
+    """Run a clean `mkdocs build --strict` (`workers`: processes that run the chapters, 0 for
+    one per core) with a TMPDIR beside `site_dir` and the tag GRADFLOW_BUILD=site_dir
+    (tests/test_leftovers.py checks both); return the process. The chapters' runs are cached in
+    a new `<site_dir>.cache/` (tests/test_zensical.py builds from it) and recorded in
+    `<site_dir>.runs/` (tests/test_copy_run.py reads them)."""
     tmp = Path(f"{site_dir}.tmp")
     tmp.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1", MPLBACKEND="Agg", OMP_NUM_THREADS="1")
-    env.update(GRADFLOW_EXEC_CACHE=str(int(cache)), GRADFLOW_WORKERS=str(workers))
+    env.update(GRADFLOW_EXEC_CACHE="1", GRADFLOW_CACHE_DIR=f"{site_dir}.cache")
+    env.update(GRADFLOW_WORKERS=str(workers), GRADFLOW_RUN_RECORDS=f"{site_dir}.runs")
     env.update(TMPDIR=str(tmp), GRADFLOW_BUILD=str(site_dir))
-    env["GRADFLOW_RUN_RECORDS"] = f"{site_dir}.runs"
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)]
     cmd += ["--config-file", str(config)] if config else []
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from gradflow_site import run
+from gradflow_site import cells, run
 
 PAGE = """# A page
 
@@ -35,8 +35,8 @@ Now x is `{python} x`.
 
 
 def test_cells_put_each_value_after_the_block_above_it():
-    cells = run.cells(PAGE.split("\n"))
-    assert [(c.kind, c.code) for c in cells] == [
+    page_cells = cells.cells(PAGE.split("\n"))
+    assert [(c.kind, c.code) for c in page_cells] == [
         ("value", "1 + 1"),
         ("block", 'x = 3\nprint(f"x is {x}")'),
         ("value", "x"),
@@ -44,14 +44,14 @@ def test_cells_put_each_value_after_the_block_above_it():
         ("block", "x = 5"),
         ("value", "x"),
     ]
-    assert {c.session for c in cells} == {"p"}
-    assert [c.shown for c in cells if c.kind == "block"] == [True, False]
+    assert {c.session for c in page_cells} == {"p"}
+    assert [c.shown for c in page_cells if c.kind == "block"] == [True, False]
 
 
 def test_cells_name_the_line_of_each_block_and_value():
-    cells = run.cells(PAGE.split("\n"), [f"docs/p.md:{n}" for n in range(1, 40)])
-    assert cells[0].where == ["docs/p.md:3"]
-    assert cells[1].where == ["docs/p.md:5", "docs/p.md:6", "docs/p.md:7"]
+    page_cells = cells.cells(PAGE.split("\n"), [f"docs/p.md:{n}" for n in range(1, 40)])
+    assert page_cells[0].where == ["docs/p.md:3"]
+    assert page_cells[1].where == ["docs/p.md:5", "docs/p.md:6", "docs/p.md:7"]
 
 
 def test_page_cells_trace_an_include_to_its_snippet_lines(tmp_path):
@@ -62,7 +62,7 @@ def test_page_cells_trace_an_include_to_its_snippet_lines(tmp_path):
         expanded["asked"] = lines
         return ["import torch", "y = 1"]
 
-    (cell,) = run.page_cells(text, "docs/t.md", expand)
+    (cell,) = cells.page_cells(text, "docs/t.md", expand)
     assert expanded["asked"] == ['--8<-- "snippets/telephone.py:chain"']
     assert cell.code == "import torch\ny = 1"
     assert cell.where[0] == "docs/t.md:3"
@@ -78,11 +78,11 @@ def test_page_cells_name_a_broken_include_with_page_and_line():
         '---\ntitle: x\n---\n# T\n\n```python exec="1"\n--8<-- "snippets/telephone.py:nope"\n```\n'
     )
     with pytest.raises(ValueError, match=r"docs/t\.md:7: includes snippets/telephone\.py:nope"):
-        run.page_cells(text, "docs/t.md", expand)
+        cells.page_cells(text, "docs/t.md", expand)
 
 
 def test_a_value_shows_the_name_as_the_page_has_it_at_that_point():
-    out = run._worker_run("docs/p.md", run.cells(PAGE.split("\n")), track=False)["outputs"]
+    out = run._worker_run("docs/p.md", cells.cells(PAGE.split("\n")), track=False)["outputs"]
     assert out == [
         {"value": "2"},
         {"output": "x is 3\n"},
@@ -98,14 +98,14 @@ def test_every_session_starts_from_the_same_seed():
         '```python exec="1" session="a"\nimport torch\nprint(torch.rand(1).item())\n```\n\n'
         '```python exec="1" session="b"\nimport torch\nprint(torch.rand(1).item())\n```\n'
     )
-    a, b = run._worker_run("docs/s.md", run.cells(page.split("\n")), track=False)["outputs"]
+    a, b = run._worker_run("docs/s.md", cells.cells(page.split("\n")), track=False)["outputs"]
     assert a == b
 
 
 def test_a_raising_block_is_reported_once_and_its_session_stops():
     page = '```python exec="1" session="e"\ny = 1\nraise KeyError("k")\n```\n\n`{python} y`\n'
-    cells = run.cells(page.split("\n"), [f"docs/e.md:{n}" for n in range(1, 10)])
-    done = run._worker_run("docs/e.md", cells, track=False)
+    page_cells = cells.cells(page.split("\n"), [f"docs/e.md:{n}" for n in range(1, 10)])
+    done = run._worker_run("docs/e.md", page_cells, track=False)
     error, skipped = done["outputs"]
     assert error["error"].startswith("docs/e.md:3: the executed block raised KeyError: 'k'")
     assert "raise KeyError" in error["error"]
@@ -113,22 +113,22 @@ def test_a_raising_block_is_reported_once_and_its_session_stops():
 
 
 def test_a_raising_value_names_its_line_and_expression():
-    cells = run.cells(["Text `{python} 1 / 0` here."], ["docs/v.md:9"])
-    (out,) = run._worker_run("docs/v.md", cells, track=False)["outputs"]
+    page_cells = cells.cells(["Text `{python} 1 / 0` here."], ["docs/v.md:9"])
+    (out,) = run._worker_run("docs/v.md", page_cells, track=False)["outputs"]
     assert out["error"] == (
         "docs/v.md:9: inline value `{python} 1 / 0` raised ZeroDivisionError: division by zero"
     )
 
 
 def test_print_is_captured_as_markdown_exec_captures_it():
-    cells = run.cells(['```python exec="1"', 'print("a", 1, sep="-", end="!")', "```"])
-    (out,) = run._worker_run("docs/x.md", cells, track=False)["outputs"]
+    page_cells = cells.cells(['```python exec="1"', 'print("a", 1, sep="-", end="!")', "```"])
+    (out,) = run._worker_run("docs/x.md", page_cells, track=False)["outputs"]
     assert out == {"output": "a 1!"}  # markdown-exec joins with a space, whatever `sep`
 
 
 READS = """
 import json
-from gradflow_site import run
+from gradflow_site import cells, run
 page = [
     '```python exec="1" session="r"',
     "from gradflow_ref import telephone",
@@ -136,7 +136,7 @@ page = [
     "text = Path('gradflow_ref/data/SOURCE.md').read_text()",
     "```",
 ]
-print(json.dumps(run.result(run.cells(page), "docs/r.md")))
+print(json.dumps(run.result(cells.cells(page), "docs/r.md")))
 """
 
 
@@ -165,7 +165,7 @@ def test_a_cached_run_is_stale_once_a_file_it_read_changes(tmp_path, monkeypatch
 
 
 def test_the_key_changes_with_the_code_not_with_the_lines():
-    a = run.cells(PAGE.split("\n"))
-    b = run.cells(("\n\n" + PAGE).split("\n"))
-    c = run.cells(PAGE.replace("x = 5", "x = 6").split("\n"))
-    assert run.key(a) == run.key(b) != run.key(c)
+    a = cells.cells(PAGE.split("\n"))
+    b = cells.cells(("\n\n" + PAGE).split("\n"))
+    c = cells.cells(PAGE.replace("x = 5", "x = 6").split("\n"))
+    assert cells.key(a) == cells.key(b) != cells.key(c)
