@@ -21,10 +21,14 @@ from tests._site import ROOT
 pytestmark = [pytest.mark.build, pytest.mark.long(seconds=20)]
 
 
+def article(page: Path) -> str:
+    """The page's article: what the chapter says, without the theme around it."""
+    return re.search(r"<article[^>]*>(.*)</article>", page.read_text(encoding="utf-8"), re.S)[1]
+
+
 def words(page: Path) -> list[str]:
     """The words of a page's article: what a reader reads, figures and widget data aside."""
-    text = page.read_text(encoding="utf-8")
-    text = re.search(r"<article[^>]*>(.*)</article>", text, re.S).group(1)
+    text = article(page)
     text = re.sub(r'<p class="gf-stamp">.*?</p>', " ", text, flags=re.S)
     text = re.sub(r"<svg[\s\S]*?</svg>", " [figure] ", text)
     text = re.sub(r'data-gf-data="[^"]*"', " ", text)
@@ -72,7 +76,7 @@ def test_zensical_pages_say_what_the_mkdocs_pages_say(site, zensical_site):
 
 def test_zensical_renders_figures_captions_quizzes_and_math(site, zensical_site):
     for page in sorted(p.relative_to(site) for p in site.glob("*/index.html")):
-        mine, theirs = ((s / page).read_text(encoding="utf-8") for s in (site, zensical_site))
+        mine, theirs = (article(s / page) for s in (site, zensical_site))
         for part in ("<figcaption", "<svg", 'class="quiz"', "<math", "data-gf-widget="):
             assert theirs.count(part) == mine.count(part), (page, part)
         assert "@@gf-" not in theirs, page  # every figure and widget named from its caption
