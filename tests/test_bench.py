@@ -297,6 +297,27 @@ def test_install_wheels_leaves_what_is_installed_alone(monkeypatch, tmp_path):
     assert result["installed"] == [] and result["message"] is None
 
 
+def test_install_wheels_beside_a_read_only_environment_puts_them_on_the_path(monkeypatch, tmp_path):
+    _wheel(tmp_path)
+    seen = []
+
+    def pip(command, **kwargs):
+        seen.append(command)
+        return subprocess.CompletedProcess(command, int("--target" not in command), "", "")
+
+    monkeypatch.setattr(bench_gpu.subprocess, "run", pip)
+    monkeypatch.setattr(bench_gpu.tempfile, "mkdtemp", lambda prefix: str(tmp_path / "site"))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setenv("PYTHONPATH", "elsewhere")
+    result = bench_gpu.install_wheels(tmp_path, ("gfdummy==1.*",))
+    assert [("--target" in c) for c in seen] == [False, True]
+    assert result["message"] is None and result["target"] == str(tmp_path / "site")
+    assert sys.path[0] == str(tmp_path / "site")
+    assert (
+        bench_gpu.os.environ["PYTHONPATH"] == f"{tmp_path / 'site'}{bench_gpu.os.pathsep}elsewhere"
+    )
+
+
 def test_install_wheels_reports_a_failed_install(monkeypatch, tmp_path):
     _wheel(tmp_path)
     failed = subprocess.CompletedProcess([], 1, "", "ERROR: No matching distribution for gfother")

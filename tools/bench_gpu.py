@@ -798,7 +798,7 @@ def script_flags(script: Path = TRAIN_SCRIPT) -> set[str]:
     )
     if done.returncode:
         raise RuntimeError(f"script_flags: `{script.name} --help` failed:\n{done.stderr[-2000:]}")
-    return set(re.findall(r"--([a-z][a-z0-9-]*)", done.stdout))
+    return set(re.findall(r"--([a-z][a-z0-9-]*)", done.stdout)) - {"help"}
 
 
 def script_command(flags: set[str], values: dict) -> tuple[list[str], list[str]]:
@@ -1084,14 +1084,18 @@ def stage_wheels(folder, requirements=GPU_WHEELS) -> list[Path]:
 
 def install_wheels(folder, requirements=GPU_WHEELS, target=None) -> dict:
     """Install whichever of `requirements` is missing from the wheels in `folder`, with no
-    network (pip --no-index --find-links); into this Python's environment, or `target`.
+    network (pip --no-index --find-links): into this Python's environment, or into `target`.
+
+    Where the environment cannot be written, they go to a new folder that is put first on
+    sys.path and PYTHONPATH (so the subprocesses see them too).
 
     Returns:
-        {"folder", "required", "installed": what was installed now, "message": None, or why
-        something is still missing (the FP8 section then reports it as skipped)}.
+        {"folder", "required", "installed": what was installed now, "target": where, if not
+        the environment, "message": None, or why something is still missing (the FP8 section
+        then reports it as skipped)}.
     """
     out = {"folder": None if folder is None else str(folder), "required": list(requirements)}
-    out |= {"installed": [], "message": None}
+    out |= {"installed": [], "target": None, "message": None}
     missing = [r for r in requirements if not _installed(r)]
     if not missing:
         return out
@@ -1104,16 +1108,26 @@ def install_wheels(folder, requirements=GPU_WHEELS, target=None) -> dict:
         )
         return out
     command = [sys.executable, "-m", "pip", "install", "--no-index", "--find-links", str(folder)]
-    command += ["--no-deps", "--quiet", "--disable-pip-version-check", *missing]
-    command += ["--target", str(target)] if target else []
-    done = subprocess.run(command, capture_output=True, text=True)
+    command += ["--no-deps", "--no-cache-dir", "--quiet", "--disable-pip-version-check"]
+    command += missing
+    done = subprocess.run(command + (["--target", str(target)] if target else []),
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode and target is None:  # a read-only environment: a folder beside it
+        target = Path(tempfile.mkdtemp(prefix="bench-gpu-site-"))
+        done = subprocess.run(command + ["--target", str(target)], capture_output=True, text=True)
+        if done.returncode:
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            sys.path.insert(0, str(target))
+            path = os.environ.get("PYTHONPATH")
+            os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(target), path]))
     if done.returncode:
         out["message"] = f"`pip install --no-index --find-links {folder}` failed:\n" + "\n".join(
             (done.stdout + done.stderr).splitlines()[-5:]
         )
         return out
     importlib.invalidate_caches()
-    out["installed"] = missing
+    out["installed"], out["target"] = missing, None if target is None else str(target)
     return out
 
 
