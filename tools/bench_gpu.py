@@ -21,6 +21,7 @@ links to results/) and are read by gradflow_ref.benchmarks.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import fnmatch
 import gc
@@ -110,6 +111,7 @@ class Size:
     fp8_lr: float = 3e-4  # peak learning rate of the FP8/BF16 runs
     fp8_warmup: int = 30  # linear warmup steps of the FP8/BF16 runs
     script_seconds: float = 120.0  # --max-seconds of each train.py run (a guard)
+    script_compile: bool = True  # also run train.py --compile (most of a minute on a CPU)
     timed_from: float = 1 / 3  # fraction of a run's steps before its steady-state timing starts
 
 
@@ -155,6 +157,7 @@ SIZES = {
         agree_steps=4,
         fp8_warmup=2,
         script_seconds=60.0,
+        script_compile=False,
     ),
 }
 
@@ -393,15 +396,19 @@ def _layers(blocks, mode, segments, backend):
     return list(blocks)
 
 
-def _float8(model: nn.Module, recipe: str) -> list[str]:
-    """Swap `model`'s nn.Linear layers for torchao's Float8Linear; return the swapped names."""
+def _float8(model: nn.Module, recipe: str, emulate: bool = False) -> list[str]:
+    """Swap `model`'s nn.Linear layers for torchao's Float8Linear; return the swapped names.
+
+    emulate: round to FP8 as the recipe does, but multiply in FP32 (torchao's emulation, for a
+    CPU, whose torch._scaled_mm is a slow reference kernel).
+    """
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
     def fits(module, fqn):  # FP8 matrix products need both dimensions divisible by 16
         return module.in_features % 16 == 0 and module.out_features % 16 == 0
 
     before = {n for n, m in model.named_modules() if isinstance(m, nn.Linear)}
-    config = Float8LinearConfig.from_recipe_name(recipe)
+    config = dataclasses.replace(Float8LinearConfig.from_recipe_name(recipe), emulate=emulate)
     convert_to_float8_training(model, config=config, module_filter_fn=fits)
     after = {n for n, m in model.named_modules() if type(m) is nn.Linear}
     return sorted(before - after)
@@ -429,7 +436,8 @@ class _Plain:
     ):
         self.model = gpt_model(cfg, device, attention=attention)
         self.device, self.dtype = device, dtype
-        self.converted = _float8(self.model, float8) if float8 else []
+        emulate = device.type != "cuda"
+        self.converted = _float8(self.model, float8, emulate) if float8 else []
         self.embed, *blocks, self.head = self.model
         segments = max(1, round(math.sqrt(cfg.n_layers)))
         self.layers = _layers(blocks, mode, segments, compile)
@@ -668,6 +676,10 @@ def fp8_training(device, size: Size, peak: dict | None = None) -> dict:
         "precision": "torch.autocast(bfloat16), FP32 parameters; FP8 runs swap every nn.Linear "
         "with both dimensions divisible by 16 (the tied output head is F.linear, not swapped)",
         "compile": size.fp8_compile,
+        "matmul": "torch._scaled_mm (FP8 tensor cores)"
+        if device.type == "cuda"
+        else "emulated: "
+        "FP8 rounding, FP32 products (torchao's emulate=True; a CPU has no FP8 matmul)",
         "steps": size.fp8_steps,
         "timed_after": warm,
         "flops_per_token": per_token,
@@ -778,6 +790,7 @@ def memory_check(step: dict, size: Size) -> dict:
 # ------------------------------------------------------------------ snippets/train.py
 
 
+LOG_OPTIONS = ("log-file", "log")  # train.py's JSON-lines log option, whichever it lists
 _PAIR = re.compile(r"([A-Za-z_]+)[ =:]+(-?(?:\d+\.?\d*(?:e[-+]?\d+)?|nan|inf))", re.IGNORECASE)
 _PEAK_MIB = re.compile(r"peak[ =:]+(\d+(?:\.\d+)?) ?MiB")
 
@@ -787,8 +800,9 @@ def _script_env(**extra) -> dict:
     return dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1", **extra)
 
 
-def script_flags(script: Path = TRAIN_SCRIPT) -> set[str]:
-    """The long options `script --help` lists, without their leading "--"."""
+def script_flags(script: Path | None = None) -> set[str]:
+    """The long options `script --help` (snippets/train.py by default) lists, without "--"."""
+    script = script or TRAIN_SCRIPT
     done = subprocess.run(
         [sys.executable, str(script), "--help"],
         capture_output=True,
@@ -833,7 +847,7 @@ def parse_progress(line: str) -> dict | None:
 
 
 def _read_log(path: Path) -> list[dict]:
-    """The JSON-lines records of a --log file that carry a step and a loss."""
+    """The JSON objects of a JSON-lines log, one a line (a line that is not one is left out)."""
     if not path.exists():
         return []
     records = []
@@ -842,7 +856,7 @@ def _read_log(path: Path) -> list[dict]:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(record, dict) and "step" in record and "loss" in record:
+        if isinstance(record, dict):
             records.append(record)
     return records
 
@@ -905,12 +919,15 @@ def _script_run(flags, values, env, cwd: Path, size: Size, peak, timeout) -> dic
     """One train.py run: its losses, tokens/s timed here and as it reports, MFU, peak memory."""
     cwd.mkdir(parents=True)
     log = cwd / "log.jsonl"
-    args, missing = script_command(flags, values | {"log": log})
+    option = next((f for f in LOG_OPTIONS if f in flags), LOG_OPTIONS[0])
+    args, missing = script_command(flags, values | {option: log})
     raw = _run_script(args, env, cwd, timeout)
-    records = _read_log(log)
+    records = _read_log(log)  # steps, then a summary (peak memory, steady tokens/s, MFU)
+    steps = [r for r in records if "step" in r and "loss" in r]
     printed = [record for _, record in raw["progress"]]
-    source = records or printed
-    losses = [float(r["loss"]) for r in sorted(source, key=lambda r: r["step"])]
+    source = records if steps else printed
+    losses = [r["loss"] for r in sorted(steps or printed, key=lambda r: r["step"])]
+    losses = [math.nan if x is None else float(x) for x in losses]  # the log writes NaN as null
     shape = size.script
     tokens = shape["micro_batch"] * shape["seq_len"]
     timing = [(t, int(r["step"])) for t, r in raw["progress"]]
@@ -925,7 +942,7 @@ def _script_run(flags, values, env, cwd: Path, size: Size, peak, timeout) -> dic
         "missing_flags": missing,
         "returncode": raw["returncode"],
         "wall_seconds": raw["wall_seconds"],
-        "log": "jsonl" if records else "stdout",
+        "log": "jsonl" if steps else "stdout",
         "steps_done": len(losses),
         "losses": losses,
         "tokens_per_step": tokens,
@@ -962,6 +979,9 @@ def train_script(device, size: Size, peak: dict | None = None) -> dict:
         for name, compiled in (("eager", False), ("compiled", True)):
             if compiled and "compile" not in flags:
                 runs[name] = {"skipped": "snippets/train.py lists no --compile option"}
+                continue
+            if compiled and not size.script_compile:
+                runs[name] = {"skipped": "--quick: compiling takes most of a minute on a CPU"}
                 continue
             values = base | {
                 "steps": size.script_steps,
@@ -1134,6 +1154,17 @@ def install_wheels(folder, requirements=GPU_WHEELS, target=None) -> dict:
 # ------------------------------------------------------------------ the run
 
 
+def _nccl() -> str:
+    version = torch.cuda.nccl.version()  # (major, minor, patch), an int in older releases
+    return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+
+
+def _driver() -> str | None:
+    query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+    done = subprocess.run(query, capture_output=True, text=True, timeout=30)
+    return done.stdout.strip().splitlines()[0] if done.stdout.strip() else None
+
+
 def versions() -> dict:
     """Python, torch, CUDA, cuDNN, NCCL, Triton, torchao and the GPU driver, where present."""
     out = {"python": platform.python_version(), "torch": torch.__version__}
@@ -1144,12 +1175,12 @@ def versions() -> dict:
         except importlib.metadata.PackageNotFoundError:
             out[name] = None
     if torch.cuda.is_available():
-        out["cudnn"] = torch.backends.cudnn.version()
-        out["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
-        if shutil.which("nvidia-smi"):
-            query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
-            done = subprocess.run(query, capture_output=True, text=True, timeout=30)
-            out["driver"] = done.stdout.strip().splitlines()[0] if done.stdout.strip() else None
+        found = {"cudnn": torch.backends.cudnn.version, "nccl": _nccl, "driver": _driver}
+        for name, read in found.items():
+            try:  # a version that cannot be read is recorded as unknown, not a failed run
+                out[name] = read()
+            except Exception:  # noqa: BLE001
+                out[name] = None
     return out
 
 
@@ -1257,17 +1288,18 @@ def _print_summary(result):
         print(tests["output_tail"])
 
 
-# in the order they run: the new measurements first (a run cut short by --budget loses the
-# cheap ones, which the committed runs already hold); FP8 after the other compiled sections,
-# since torchao's conversion patches inductor's code generation for every later compilation
+# in the order they run: the cheap sections the pages already render first (a run cut short by
+# --budget keeps them), then the new ones; FP8 after the other sections that compile in this
+# process, since torchao's conversion patches inductor's code generation for later compilations
+# (train.py compiles in its own process)
 SECTIONS = (
-    "training_step",
-    "gpt_checkpointing",
-    "train_script",
-    "fp8_training",
     "checkpointing",
     "fp16_run",
     "memory_timeline",
+    "training_step",
+    "gpt_checkpointing",
+    "fp8_training",
+    "train_script",
 )
 TESTS_RESERVE = 90  # seconds of --budget kept for the cuda-marked tests
 
