@@ -360,11 +360,12 @@ def gpt_model(cfg: MemoryConfig, device, seed=0, attention="unfused") -> nn.Sequ
             f"gpt_model: `attention` must be one of {list(ATTENTIONS)}, got {attention!r}."
         )
     torch.manual_seed(seed)
-    gpt = GPT(cfg, dropout=0.0)
-    for table in (gpt.wte, gpt.wpe):  # GPT-2's 0.02: unit-scale logits from the tied head
-        nn.init.normal_(table.weight, std=0.02)
+    with torch.device(device):  # drawn where it trains: a CPU takes seconds for 236M weights
+        gpt = GPT(cfg, dropout=0.0)
+        for table in (gpt.wte, gpt.wpe):  # GPT-2's 0.02: unit-scale logits from the tied head
+            nn.init.normal_(table.weight, std=0.02)
     blocks = [_SdpaBlock(b) if attention == "sdpa" else b for b in gpt.layers]
-    return nn.Sequential(_Embed(gpt), *blocks, _Logits(gpt)).to(device)
+    return nn.Sequential(_Embed(gpt), *blocks, _Logits(gpt))
 
 
 def _loss_fn(logits, targets):  # FP32 mean cross-entropy over every token
