@@ -253,6 +253,13 @@ def test_fastest_is_the_row_with_the_shortest_step(new_run):
     )
 
 
+def test_step_title_names_the_precision_and_the_attention():
+    assert bench.step_title("trainer_bf16") == "BF16 weights, FP32 masters (`Trainer`)"
+    assert bench.step_title("fp32_sdpa") == "FP32, `F.scaled_dot_product_attention`"
+    with pytest.raises(ValueError, match="got 'int4_sdpa'"):
+        bench.step_title("int4_sdpa")
+
+
 def test_checkpoint_table_times_compiled_modes_against_compiled_none(new_run):
     text = bench.checkpoint_table(new_run)
     assert text.count("\n") == 2 + len(bench.MODE_NAMES) + len(bench.COMPILED_NAMES)

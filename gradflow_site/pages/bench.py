@@ -26,6 +26,7 @@ __all__ = [
     "ratio",
     "mfu",
     "fastest",
+    "step_title",
     "sweep_ratio",
     "gib",
     "memory_gaps",
@@ -178,6 +179,15 @@ def mfu(r: dict, section: str, name: str) -> float:
 def fastest(r: dict, section: str, names) -> str:
     """The name, of `names`, of the row of `section` with the shortest step."""
     return min(names, key=lambda name: row(r, section, name)["step_seconds"])
+
+
+def step_title(name: str) -> str:
+    """A training-step row's name in words: "`torch.autocast(bfloat16)`, FP32 weights, SDPA"."""
+    base = name.removesuffix(SDPA)
+    if base not in STEP_NAMES:
+        raise ValueError(f"step_title: `name` must be one of {list(STEP_NAMES)}, with or "
+                         f"without {SDPA!r}, got {name!r}.")  # fmt: skip
+    return STEP_NAMES[base] + (", `F.scaled_dot_product_attention`" if name != base else "")
 
 
 def gib(r: dict, section: str, name: str, field: str = "forward_held_bytes") -> float:
