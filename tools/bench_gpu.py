@@ -792,6 +792,8 @@ def memory_check(step: dict, size: Size) -> dict:
 
 
 LOG_OPTIONS = ("log-file", "log")  # train.py's JSON-lines log option, whichever it lists
+# one process with a process group, as torchrun starts each rank: NCCL on a GPU, gloo on a CPU
+LAUNCH = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1"]
 _PAIR = re.compile(r"([A-Za-z_]+)[ =:]+(-?(?:\d+\.?\d*(?:e[-+]?\d+)?|nan|inf))", re.IGNORECASE)
 _PEAK_MIB = re.compile(r"peak[ =:]+(\d+(?:\.\d+)?) ?MiB")
 
@@ -889,8 +891,8 @@ def steady_rate(progress: list[tuple[float, int]], tokens_per_step: int, timed_f
 
 
 def _run_script(args: list[str], env: dict, cwd: Path, timeout: float) -> dict:
-    """Run train.py with `args`, time-stamping each output line as it arrives."""
-    command = [sys.executable, str(TRAIN_SCRIPT), *args]
+    """Run train.py with `args` under torchrun, time-stamping each output line as it arrives."""
+    command = [*LAUNCH, str(TRAIN_SCRIPT), *args]
     start = time.perf_counter()
     proc = subprocess.Popen(
         command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -918,7 +920,8 @@ def _run_script(args: list[str], env: dict, cwd: Path, timeout: float) -> dict:
 
 def _script_run(flags, values, env, cwd: Path, size: Size, peak, timeout) -> dict:
     """One train.py run: its losses, tokens/s timed here and as it reports, MFU, peak memory."""
-    cwd.mkdir(parents=True)
+    (cwd / "tmp").mkdir(parents=True)
+    env = env | {"TMPDIR": str(cwd / "tmp")}  # torchrun's own files go with the run's folder
     log = cwd / "log.jsonl"
     option = next((f for f in LOG_OPTIONS if f in flags), LOG_OPTIONS[0])
     args, missing = script_command(flags, values | {option: log})
@@ -965,8 +968,8 @@ def _agreement(losses: list, reference: list, steps: int) -> dict:
 
 
 def train_script(device, size: Size, peak: dict | None = None) -> dict:
-    """snippets/train.py on one process (NCCL on CUDA, gloo on a CPU), --compile off and on,
-    beside a CPU run of the same seed over its first steps.
+    """snippets/train.py on one process under torchrun (NCCL on CUDA, gloo on a CPU), --compile
+    off and on, beside a CPU run of the same seed over its first steps.
 
     Only options the script's --help lists are passed; the others are recorded as missing. The
     learning rate of the first `agree_steps` steps is the warmup's, the same whatever --steps.
@@ -1008,6 +1011,7 @@ def train_script(device, size: Size, peak: dict | None = None) -> dict:
     }
     return {
         "script": "snippets/train.py",
+        "launch": "torchrun --standalone --nproc-per-node 1 (NCCL on a GPU, gloo on a CPU)",
         "options": sorted(flags),
         "shape": size.script | {"vocab": 256},
         "flops_per_token": flops_per_token(size.script | {"vocab": 256}),
