@@ -20,6 +20,10 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@# the site's build (gradflow_site: a Markdown extension mkdocs.yml names) is not installed
+	@# with the package; a .pth file puts this checkout on the environment's sys.path instead
+	$(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" | \
+		xargs -I{} sh -c 'echo "$(CURDIR)" > "{}/gradflow-checkout.pth"'
 	@touch $(STAMP)
 
 # axe-core for the accessibility tests; without npm those tests skip (and fail under CI)
@@ -29,10 +33,9 @@ $(NODE_STAMP): package.json package-lock.json
 
 env: $(STAMP) $(NODE_STAMP)  ## create or update .venv (and node_modules for the browser tests)
 
-# no --quiet on the first build: MkDocs then drops warnings before --strict counts them
+# every rebuild renders every page; a chapter runs again only when a file it read changed
 serve: $(STAMP)  ## build the site strictly, then serve it at http://$(HOST)/ with live reload
-	$(BIN)/mkdocs build --strict
-	$(BIN)/mkdocs serve --strict --dirty --dev-addr $(HOST)
+	$(BIN)/mkdocs serve --strict --dev-addr $(HOST)
 
 build: $(STAMP)  ## build the site strictly into site/
 	$(BIN)/mkdocs build --strict
@@ -46,11 +49,11 @@ offline: $(STAMP)  ## build a copy for reading without a server: gradient-flow-o
 test: $(STAMP) $(NODE_STAMP)  ## run the whole test suite (snippets, reference vs torch, build, browser)
 	$(BIN)/python -m pytest -n auto --dist worksteal
 
-# clean builds (no execution cache), the second rendering every page in one process
+# clean builds (no execution cache), the second running every chapter in one worker process
 repro: $(STAMP)  ## build the site twice and check that the two are byte for byte the same
 	rm -rf build/repro
 	GRADFLOW_EXEC_CACHE=0 $(BIN)/mkdocs build --strict --site-dir build/repro/first
-	GRADFLOW_EXEC_CACHE=0 GRADFLOW_PARALLEL=0 $(BIN)/mkdocs build --strict --site-dir build/repro/second
+	GRADFLOW_EXEC_CACHE=0 GRADFLOW_WORKERS=1 $(BIN)/mkdocs build --strict --site-dir build/repro/second
 	diff -r --brief build/repro/first build/repro/second
 	@echo "Two clean builds are byte for byte the same."
 
@@ -74,8 +77,8 @@ screenshots: build  ## screenshot every widget in both colour schemes into build
 linkcheck: build  ## check every external link of the built site (needs the internet)
 	$(BIN)/python -m tools.links site
 
-notebooks: $(STAMP)  ## regenerate notebooks/ (what "Open in Colab" opens) from snippets/ and gradflow_ref/
-	$(BIN)/python -m gradflow_site.labs notebooks
+notebooks: $(STAMP)  ## regenerate docs/labs/ (the downloads, and what "Open in Colab" opens)
+	$(BIN)/python -m gradflow_site.labs docs/labs
 
 # every supported Python found here (3.11, 3.12, 3.13; also pyenv's); name others with
 # make lock LOCK_PYTHONS="python3.11 /opt/py312/bin/python3 ..."

@@ -6,21 +6,17 @@ stylesheet, only the rules whose class names all occur on the page and the custo
 those rules read; it drops a stylesheet the plugin writes as a Python list by mistake, the
 MathJax scripts (math is MathML, gradflow_site/mathml.py) and the mermaid loader when the page has
 no mermaid diagram, and merges runs of string-token spans in the highlighted code (fewer
-elements to lay out, same colours). `describe_images(html, lab)` replaces nbconvert's
-placeholder text alternative ("No description has been provided for this image") of each
-output image with the description of the figure its section draws (gradflow_site.render's
-FIGURE_ALT). gradflow_site/lab_page.py applies these to every executed lab page.
+elements to lay out, same colours). gradflow_site/hooks.py applies it to every executed lab.
 """
 
 from __future__ import annotations
 
 import functools
-import html as html_lib
 import re
 
 import tinycss2
 
-__all__ = ["purge_css", "slim", "describe_images", "size_images", "compress_images"]
+__all__ = ["purge_css", "slim"]
 
 _CLASS = re.compile(r"\.(-?[A-Za-z_][\w-]*)")
 _VAR_USE = re.compile(r"var\(\s*(--[\w-]+)")
@@ -184,117 +180,3 @@ def slim(html: str) -> str:
     if "jp-Mermaid" not in classes:
         head = _MERMAID.sub(r"\1", head)
     return head + (f"<style>{''.join(kept)}</style>\n" if kept else "") + body
-
-
-PLACEHOLDER_ALT = "No description has been provided for this image"
-_SECTION = re.compile(r'<h2 id="([\w-]+)"')
-_PLACEHOLDER = re.compile(r'alt="' + PLACEHOLDER_ALT + '"')
-
-
-def describe_images(html: str, lab: str, alts: dict[str, str] | None = None) -> tuple[str, list]:
-    """Give each output image of lab `lab` the description of the figure its section draws.
-
-    A lab has one `## Section` heading per snippet section (gradflow_site/labs.py), so an image
-    belongs to the section of the last heading before it; its text alternative is
-    `alts["<lab>:<section>"]` (default: gradflow_site.render.FIGURE_ALT).
-
-    Returns:
-        The page, and the sections whose image has no description (the caller fails the build).
-    """
-    if alts is None:
-        from gradflow_site.render import FIGURE_ALT as alts
-    missing = []
-    headings = [(m.start(), m[1]) for m in _SECTION.finditer(html)]
-
-    def describe(m: re.Match) -> str:
-        section = next((name for at, name in reversed(headings) if at < m.start()), "(top)")
-        key = f"{lab}:{section.replace('-', '_')}"
-        if key not in alts:
-            missing.append(key)
-            return m[0]
-        return f'alt="{html_lib.escape(alts[key], quote=True)}"'
-
-    return _PLACEHOLDER.sub(describe, html), missing
-
-
-_PNG = re.compile(r'<img\b(?![^>]*\bwidth=)([^>]*?)src="data:image/png;base64,([A-Za-z0-9+/=]{32})')
-
-
-def size_images(html: str) -> str:
-    """Give each inline PNG of an executed lab its width and height (from the PNG header).
-
-    nbconvert writes `<img src="data:image/png;base64,...">` without a size, so the browser
-    lays the page out before it knows the image's height and moves everything below it once
-    it does (a layout shift). With the size stated, the space is reserved from the start, and
-    the image is decoded lazily, off the path of the page's first paints.
-    """
-    import base64
-    import struct
-
-    def size(m: re.Match) -> str:
-        head = base64.b64decode(m[2][:32])  # signature (8), IHDR length and type (8), w, h
-        width, height = struct.unpack(">II", head[16:24])
-        return (
-            f'<img loading="lazy" decoding="async" width="{width}" height="{height}"{m[1]}'
-            f'src="data:image/png;base64,{m[2]}'
-        )
-
-    return _PNG.sub(size, html)
-
-
-_PNG_DATA = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
-
-
-def compress_images(html: str, colors: int = 256) -> str:
-    """Re-encode each opaque inline PNG of an executed lab with a palette of `colors` colours.
-
-    A matplotlib line plot holds a few thousand colours, nearly all of them antialiasing
-    shades; a 256-colour palette (no dithering) draws the same plot in far fewer bytes.
-    Images with transparency, or that would not
-    get smaller, are left as they are.
-    """
-    import base64
-    import io
-
-    from PIL import Image
-
-    def smaller(m: re.Match) -> str:
-        raw = base64.b64decode(m[1])
-        image = Image.open(io.BytesIO(raw))
-        if image.mode == "RGBA" and image.getchannel("A").getextrema() != (255, 255):
-            return m[0]
-        palette = image.convert("RGB").quantize(
-            colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
-        )
-        out = io.BytesIO()
-        palette.save(out, format="PNG", optimize=True)
-        if out.tell() >= len(raw):
-            return m[0]
-        return f'src="data:image/png;base64,{base64.b64encode(out.getvalue()).decode()}"'
-
-    return _PNG_DATA.sub(smaller, html)
-
-
-_INLINE_PNG = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
-
-
-def external_images(html: str, lab: str) -> tuple[str, dict[str, bytes]]:
-    """Move each inline PNG of an executed lab into a file of its own beside the page.
-
-    An inline image is bytes of the HTML itself, so the page's first paint waits for them even
-    though the image is lazy and below the fold. As a file
-    (`<lab>-figure-<n>.png`), the browser fetches it only when it comes near the screen.
-
-    Returns:
-        The page, and {file name: PNG bytes} for the caller to write beside it.
-    """
-    import base64
-
-    files: dict[str, bytes] = {}
-
-    def move(m: re.Match) -> str:
-        name = f"{lab}-figure-{len(files) + 1}.png"
-        files[name] = base64.b64decode(m[1])
-        return f'src="{name}"'
-
-    return _INLINE_PNG.sub(move, html), files

@@ -5,7 +5,11 @@ setup cell that carries the gradflow_ref modules the snippets import. Nothing is
 hand: the code comes from snippets/, the library from gradflow_ref/. A lab needs only torch and
 matplotlib, so it runs on a laptop CPU and in Colab as downloaded.
 
-`python -m gradflow_site.labs OUT_DIR` writes every lab; the mkdocs hook does the same at build.
+`make notebooks` (`python -m gradflow_site.labs docs/labs`) writes every lab into docs/labs/,
+committed: the site serves them as downloads and Colab opens them from the repository
+(tests/test_notebooks.py fails when one is stale). A lab the nav lists as labs/run/<name>.ipynb
+is also a page: `executed_copy` fills its cells with what the chapter's run printed
+(gradflow_site/run.py), and mkdocs-jupyter renders it.
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ import ast
 import json
 import os
 import re
-import shutil
 import sys
 from pathlib import Path
 
@@ -30,10 +33,10 @@ __all__ = [
     "companions",
     "notebook",
     "write_all",
-    "write_site",
     "chapters",
     "is_script",
-    "nav_targets",
+    "executed",
+    "executed_copy",
 ]
 
 
@@ -251,44 +254,60 @@ def write_all(out_dir: Path, titles: dict[str, str]) -> list[Path]:
     return paths
 
 
-def nav_targets(nav: list | None) -> list[str]:
-    """Return every file the nav lists, in nav order."""
+def executed(nav: list | None) -> list[str]:
+    """Return every executed lab the nav lists (labs/run/<name>.ipynb), in nav order."""
     out = []
     for entry in nav or []:
         for target in entry.values() if isinstance(entry, dict) else [entry]:
-            out += nav_targets(target) if isinstance(target, list) else [target]
+            if isinstance(target, list):
+                out += executed(target)
+            elif isinstance(target, str) and target.startswith("labs/run/"):
+                out.append(target)
     return out
 
 
-def write_site(out: Path, titles: dict[str, str], nav: list | None) -> tuple[list[str], list[str]]:
-    """Write the labs a site serves under `out`; return their paths there (downloads, executed).
+def executed_copy(uri: str, config) -> str:
+    """Return labs/<name>.ipynb with each code cell's output as the chapter's run printed it.
 
-    labs/<name>.ipynb is every chapter's lab in `titles`, for download; labs/run/<name>.ipynb
-    is a copy of each lab the nav lists there, to be executed and rendered as a page (written
-    only when its lab changed).
+    A cell is a snippet section; its output is that of the chapter block that shows the section
+    (the setup cell, which the chapter does not run, has none). Raises ValueError for a lab
+    whose cells the chapter does not all show.
     """
-    written = write_all(out / "labs", titles)
-    executed = [t for t in nav_targets(nav) if t.startswith("labs/run/")]
-    (out / "labs" / "run").mkdir(exist_ok=True)
-    for target in executed:
-        source = out / "labs" / Path(target).name
-        if source in written and (
-            not (out / target).exists() or (out / target).read_bytes() != source.read_bytes()
-        ):
-            tmp = out / f"{target}.{os.getpid()}.tmp"
-            shutil.copyfile(source, tmp)
-            tmp.replace(out / target)
-    downloads = [f"labs/{name}.ipynb" for name in sorted(titles)]
-    return (
-        [uri for uri in downloads if (out / uri).exists()],
-        [uri for uri in executed if (out / uri).exists()],
+    from gradflow_site import cells, run
+
+    name = Path(uri).stem
+    docs = Path(config.docs_dir)
+    nb = nbformat.reads((docs / "labs" / f"{name}.ipynb").read_text(encoding="utf-8"), 4)
+    page = run.result_of(f"{docs.name}/{name}.md")
+    printed = {cells.normal(c["code"]): o for c, o in zip(page["cells"], page["outputs"])}
+    count = 0
+    for cell in nb.cells[2:]:
+        if cell.cell_type != "code":
+            continue
+        out = printed.get(cells.normal(cell.source))
+        if out is None or "output" not in out:
+            raise ValueError(f"docs/{uri}: chapter {name} does not show cell {cell.id} as run")
+        count += 1
+        cell.execution_count = count
+        if out["output"]:
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=out["output"])]
+    nb.cells[1].metadata["tags"] = ["setup"]  # its code is hidden on the page (mkdocs.yml)
+    repo = config.extra.get("repository", "").rstrip("/").removeprefix("https://github.com/")
+    colab = f"https://colab.research.google.com/github/{repo}/blob/main/docs/labs/{name}.ipynb"
+    links = nbformat.v4.new_markdown_cell(
+        f"[Download this notebook](../../{name}.ipynb) · [Open in Colab]({colab}) · "
+        "The setup cell, hidden here, writes the `gradflow_ref` modules the lab uses into a "
+        "temporary folder, so the notebook needs nothing but torch and matplotlib."
     )
+    links.id = f"{name}-links"
+    nb.cells.insert(1, links)
+    return nbformat.writes(nb)
 
 
 def main(argv: list[str] | None = None) -> None:
     import yaml
 
-    out = Path((argv or sys.argv[1:] or ["build/labs"])[0])
+    out = Path((argv or sys.argv[1:] or ["docs/labs"])[0])
 
     class _Loader(yaml.SafeLoader):
         pass

@@ -2,26 +2,19 @@
 
 Every function returns a string for an executed block to print: `svg` with `html="1"`, `table`
 as Markdown (markdown-exec renders printed Markdown). How a figure becomes SVG text is
-gradflow_site/figure_svg.py; its phone rendering, gradflow_site/phone.py. `FIGURE_ALT` holds the
-descriptions of figures that an executed lab shows too, keyed "snippet:section": the chapter
-passes it to `svg` and gradflow_site/lab_html.py gives it to the lab's image, so both read alike.
+gradflow_site/figure_svg.py; its phone rendering, gradflow_site/phone.py.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 
-from gradflow_site.captions import ALT_PLACEHOLDER
 from gradflow_site.figure_svg import plain_log_labels, power_label, svg_text
 from gradflow_site.phone import narrow_svg
 
-__all__ = ["FIGURE_ALT", "build_machine", "plain_log_ticks", "svg", "table"]
+__all__ = ["ALT", "build_machine", "plain_log_ticks", "svg", "table"]
 
-FIGURE_ALT: dict[str, str] = {
-    # "<lab>:<section>": what a figure that a snippet section draws shows, for an executed lab
-    # (gradflow_site/lab_html.describe_images); what the runs did is computed, not typed here
-}
+ALT = "@@gf-alt@@"  # a figure's text alternative, filled from its caption (extension.py)
 
 
 def plain_log_ticks(ax) -> None:
@@ -39,43 +32,28 @@ def plain_log_ticks(ax) -> None:
             axis.set_major_formatter(FuncFormatter(power_label))
 
 
-def svg(fig, alt: str | None = None, caption: str | None = None) -> str:
-    """Return `fig` as an inline, reproducible SVG figure with a text alternative, and close it.
+def svg(fig) -> str:
+    """Return `fig` as inline, reproducible SVG for an `html="1"` block to print; close it.
 
     Cropped as savefig(bbox_inches="tight") crops; log axes keep matplotlib's ticks and labels,
-    written as plain text (10⁻⁶) rather than mathtext; a wide figure also gets a phone rendering.
-
-    Args:
-        fig: a matplotlib Figure.
-        alt: what the figure shows (read by screen readers). Leave it out in chapters: the
-            caption paragraph written after the block (`{: .gf-caption }`) names the figure
-            (gradflow_site/captions.py).
-        caption: optional visible caption under the figure (Markdown is not rendered).
-
-    Raises:
-        ValueError: `alt` is given but empty.
+    written as plain text (10⁻⁶) rather than mathtext; a wide figure also gets a phone rendering
+    (CSS shows one of the two: gradflow.css, .gf-figure__wide / __narrow). Write its caption
+    with `/// caption` after the block: the caption's text becomes the figure's text
+    alternative (gradflow_site/extension.py).
     """
     import matplotlib.pyplot as plt
     from matplotlib.text import Text
 
-    if alt is None:
-        alt = ALT_PLACEHOLDER
-    if not alt.strip():
-        raise ValueError("svg: `alt` must describe what the figure shows, got an empty string.")
-    label = html.escape(alt.strip(), quote=True)
     plain_log_labels(fig)
     wraps = any(t.get_wrap() for t in fig.findobj(Text))  # before a draw adds every tick
-    wide = svg_text(fig, label, one_draw=not wraps)
-    narrow = narrow_svg(fig, label)
+    wide = svg_text(fig, ALT, one_draw=not wraps)
+    narrow = narrow_svg(fig, ALT)
     plt.close(fig)
-    cap = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
     if narrow is None:
-        return f'<figure class="gf-figure">{wide}{cap}</figure>'
-    # the phone variant: same data, fewer inches, text no smaller than PHONE_MIN_PT; CSS shows
-    # one of the two (gradflow.css, .gf-figure__wide / __narrow)
+        return f'<figure class="gf-figure">{wide}</figure>'
     return (
         f'<figure class="gf-figure"><div class="gf-figure__wide">{wide}</div>'
-        f'<div class="gf-figure__narrow">{narrow}</div>{cap}</figure>'
+        f'<div class="gf-figure__narrow">{narrow}</div></figure>'
     )
 
 

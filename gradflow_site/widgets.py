@@ -15,12 +15,12 @@ import math
 import re
 from pathlib import Path
 
-__all__ = ["widget", "rounded", "data_problems", "WIDGET_DIR", "DATA_BUDGET"]
+__all__ = ["TITLE", "widget", "rounded", "WIDGET_DIR", "DATA_BUDGET"]
 
 WIDGET_DIR = Path(__file__).resolve().parents[1] / "docs" / "assets" / "widgets"
-DATA_BUDGET = 500 * 1024  # bytes of JSON per page (issue 7); data_problems sums a page's widgets
+DATA_BUDGET = 500 * 1024  # bytes of JSON per page (tests/test_widgets.py sums a page's widgets)
+TITLE = "@@gf-title@@"  # a widget's title, filled from its caption's bold lead (extension.py)
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_DATA = re.compile(r'data-gf-data="([^"]*)"')
 
 
 def _finite(value, where: str = "data"):
@@ -53,8 +53,8 @@ def widget(
         static: HTML shown without JavaScript (an `svg(...)` figure or a table), hidden once
             the script has mounted the live widget.
         title: the widget's accessible name and visible heading, e.g. "Clip a gradient". Leave
-            it out in chapters: the caption paragraph after the block gives it (its leading
-            bold text; gradflow_site/captions.py).
+            it out in chapters: the `/// caption` after the block gives it (its leading bold
+            text; gradflow_site/extension.py).
         caption: optional sentence under the widget (plain text).
         needs: shared scripts in docs/assets/widgets/ (names without .js) that the loader runs
             before `<name>.js`, for logic two widgets use (e.g. "precision").
@@ -68,9 +68,7 @@ def widget(
     """
     _check_scripts(name, needs)
     if title is None:
-        from gradflow_site.captions import TITLE_PLACEHOLDER
-
-        title = TITLE_PLACEHOLDER
+        title = TITLE
     if not title.strip():
         raise ValueError("widget: `title` must name the widget, got an empty string.")
     if not static or not static.strip():
@@ -123,14 +121,3 @@ def rounded(values, digits: int = 4):
     if isinstance(values, float) and math.isfinite(values) and values != 0.0:
         return float(f"{values:.{digits}g}")
     return values
-
-
-def data_problems(page_html: str, path: str) -> list[str]:
-    """Return a problem naming the page `path` when its widgets' data exceed DATA_BUDGET."""
-    total = sum(len(html.unescape(m)) for m in _DATA.findall(page_html))
-    if total <= DATA_BUDGET:
-        return []
-    return [
-        f"{path}: widget data total {total / 1024:.0f} KiB, over the "
-        f"{DATA_BUDGET // 1024} KiB page budget; sample the widgets' grids more coarsely."
-    ]

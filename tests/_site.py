@@ -21,20 +21,22 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
-HOOKS = f"{ROOT}/gradflow_site/reproducible.py, {ROOT}/gradflow_site/hooks.py"  # mkdocs.yml's
+HOOKS = f"{ROOT}/gradflow_site/hooks.py"  # mkdocs.yml's
 TAG = "GRADFLOW_TEST_RUN"  # the environment variable every process of one test run carries
 
 
-def mkdocs_build(site_dir: Path, config=None, timeout=900, cache=False, parallel=True):
-    """Run `mkdocs build --strict` (execution cache off unless `cache`; `parallel=False`: all
-    pages in one process) with a TMPDIR beside `site_dir` and the tag GRADFLOW_BUILD=site_dir
-    (tests/test_leftovers.py checks both); return the process."""
+def mkdocs_build(site_dir: Path, config=None, timeout=900, workers=0):
+    """Run a clean `mkdocs build --strict` (`workers`: processes that run the chapters, 0 for
+    one per core) with a TMPDIR beside `site_dir` and the tag GRADFLOW_BUILD=site_dir
+    (tests/test_leftovers.py checks both); return the process. The chapters' runs are cached in
+    a new `<site_dir>.cache/` (tests/test_zensical.py builds from it) and recorded in
+    `<site_dir>.runs/` (tests/test_copy_run.py reads them)."""
     tmp = Path(f"{site_dir}.tmp")
     tmp.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1", MPLBACKEND="Agg", OMP_NUM_THREADS="1")
-    env.update(GRADFLOW_EXEC_CACHE=str(int(cache)), GRADFLOW_PARALLEL=str(int(parallel)))
+    env.update(GRADFLOW_EXEC_CACHE="1", GRADFLOW_CACHE_DIR=f"{site_dir}.cache")
+    env.update(GRADFLOW_WORKERS=str(workers), GRADFLOW_RUN_RECORDS=f"{site_dir}.runs")
     env.update(TMPDIR=str(tmp), GRADFLOW_BUILD=str(site_dir))
-    env["GRADFLOW_SHOWN_BLOCKS"] = f"{site_dir}.shown.json"  # for tests/test_copy_run.py
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)]
     cmd += ["--config-file", str(config)] if config else []
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
@@ -48,21 +50,43 @@ def child_config(tmp: Path, pages: dict[str, str], nav: list | None = None, extr
     nav = "".join(f"  - {p}\n" for p in (list(pages) if nav is None else nav))
     (tmp / "mkdocs.yml").write_text(
         f"INHERIT: {ROOT / 'mkdocs.yml'}\ndocs_dir: {tmp / 'docs'}\nhooks: [{HOOKS}]\nwatch: []\n"
+        f"theme:\n  name: material\n  custom_dir: {ROOT / 'overrides'}\n"
         f"extra_css: []\nextra_javascript: []\nextra:\n  polyfills: []\nnav:\n{nav}{extra}"
     )
     return tmp / "mkdocs.yml"
 
 
+TINY = """site_name: t
+strict: true
+plugins:
+  - markdown-exec:
+      languages: []
+hooks: [{hooks}]
+markdown_extensions:
+  - admonition
+  - attr_list
+  - pymdownx.details
+  - pymdownx.snippets:
+      base_path: [.]
+      check_paths: true
+  - pymdownx.superfences:
+      custom_fences:
+        - name: python
+          class: python
+          validator: !!python/name:markdown_exec.validator
+          format: !!python/name:gradflow_site.extension.formatter
+  - pymdownx.blocks.caption
+  - gradflow_site.extension
+"""
+
+
 def tiny_build(tmp: Path, page: str | dict[str, str]) -> subprocess.CompletedProcess:
-    """Build a site of one page (index.md) or of `page` (name -> Markdown) with only the hooks
-    and markdown-exec, by the console script; return the process."""
+    """Build a site of one page (index.md) or of `page` (name -> Markdown) with the hooks, the
+    guide's Markdown extension and markdown-exec, by the console script; return the process."""
     (tmp / "docs").mkdir(parents=True, exist_ok=True)
     for name, text in (page if isinstance(page, dict) else {"index.md": page}).items():
         (tmp / "docs" / name).write_text(text, encoding="utf-8")
-    (tmp / "mkdocs.yml").write_text(
-        f"site_name: t\nstrict: true\nplugins: [markdown-exec]\nhooks: [{HOOKS}]\n"
-        "markdown_extensions: [admonition, attr_list, pymdownx.details, pymdownx.superfences]\n"
-    )
+    (tmp / "mkdocs.yml").write_text(TINY.format(hooks=HOOKS))
     env = dict(os.environ, GRADFLOW_EXEC_CACHE="0", NO_MKDOCS_2_WARNING="1")
     env.pop("PYTHONPATH", None)
     cmd = [str(Path(sys.executable).parent / "mkdocs"), "build", "--strict"]

@@ -110,9 +110,14 @@ def test_shown_code_runs_as_copied(page, tmp_path, site, forkrun):
         f"{rel}: the shown code, copied in page order into an empty folder, fails:\n"
         f"{result.stderr[-3000:]}"
     )
-    # what each shown executed block printed on the built page (the shared strict build)
-    built = json.loads((site.parent / f"{site.name}.shown.json").read_text(encoding="utf-8"))
-    expected = [b["output"] for b in built.get(page.name, [])]
+    # what each shown executed block printed on the built page (the shared strict build's run)
+    record = site.parent / f"{site.name}.runs" / f"{page.stem}.json"
+    run = json.loads(record.read_text(encoding="utf-8")) if record.exists() else {"cells": []}
+    expected = [
+        out.get("output", "")
+        for cell, out in zip(run["cells"], run.get("outputs", []))
+        if cell["kind"] == "block" and cell["shown"]
+    ]
     parts = re.split(r"@@gf-copy-run-block-(\d+)@@\n", result.stdout)[1:]
     printed = dict(zip(parts[::2], parts[1::2]))
     got = [printed.get(str(n), "") for n, (_, executed) in enumerate(blocks) if executed]

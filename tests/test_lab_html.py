@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from gradflow_site.lab_html import (
-    compress_images,
-    describe_images,
-    external_images,
-    purge_css,
-    size_images,
-    slim,
-)
+from gradflow_site.lab_html import purge_css, slim
 
 CSS = """
 @charset "UTF-8";
@@ -58,101 +51,3 @@ def test_slim_replaces_inline_css_and_drops_mathjax_and_mermaid():
     assert "zzz" not in out and "mathjax" not in out.lower() and "<script" not in out
     assert '<span class="s2">"x\\ny"</span> </pre>' in out
     assert "line-height: 125%" not in out
-
-
-LAB = (
-    '<h2 id="setup">Setup</h2><p>x</p><h2 id="loss-curves">Loss curves</h2>'
-    '<div><img alt="No description has been provided for this image" src="data:image/png;,"></div>'
-)
-
-
-def test_describe_images_gives_an_image_its_section_description():
-    out, missing = describe_images(LAB, "demo", {"demo:loss_curves": 'Two "lines" & a cross'})
-    assert missing == []
-    assert '<img alt="Two &quot;lines&quot; &amp; a cross" src=' in out
-    assert "No description" not in out
-
-
-def test_describe_images_reports_an_undescribed_section():
-    out, missing = describe_images(LAB, "demo", {"demo:setup": "not this one"})
-    assert missing == ["demo:loss_curves"]
-    assert out == LAB
-
-
-def test_size_images_states_the_size_of_an_inline_png():
-    import base64
-    import struct
-    import zlib
-
-    def png(width, height):
-        ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-        chunk = struct.pack(">I", len(ihdr)) + b"IHDR" + ihdr
-        return b"\x89PNG\r\n\x1a\n" + chunk + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr))
-
-    data = base64.b64encode(png(960, 560)).decode()
-    page = f'<p><img alt="a figure" src="data:image/png;base64,{data}"/></p>'
-    out = size_images(page)
-    sized = '<img loading="lazy" decoding="async" width="960" height="560" alt="a figure" '
-    sized += 'src="data:image/png;base64,'
-    assert out == f'<p>{sized}{data}"/></p>'
-    assert size_images(out) == out  # an image with a width is left alone
-
-
-def _plot_png(transparent: bool = False) -> bytes:
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(4, 3))
-    for i in range(6):
-        ax.plot([0, 1, 2, 3], [i, i + 1, i - 1, i], marker="o", label=f"run {i}")
-    ax.legend()
-    out = io.BytesIO()
-    fig.savefig(out, format="png", transparent=transparent)
-    plt.close(fig)
-    return out.getvalue()
-
-
-def test_compress_images_keeps_the_plot_in_fewer_bytes():
-    import base64
-    import io
-
-    import numpy as np
-    from PIL import Image
-
-    raw = _plot_png()
-    page = f'<img alt="a" src="data:image/png;base64,{base64.b64encode(raw).decode()}"/>'
-    out = compress_images(page)
-    new = base64.b64decode(out.split("base64,")[1].split('"')[0])
-    assert len(new) < len(raw) / 2
-    before = np.asarray(Image.open(io.BytesIO(raw)).convert("RGB"), dtype=float)
-    after = np.asarray(Image.open(io.BytesIO(new)).convert("RGB"), dtype=float)
-    assert before.shape == after.shape
-    assert np.abs(before - after).mean() < 1.0  # of 255: the same picture
-
-
-def test_compress_images_leaves_a_transparent_png_alone():
-    import base64
-
-    page = f'<img src="data:image/png;base64,{base64.b64encode(_plot_png(True)).decode()}"/>'
-    assert compress_images(page) == page
-
-
-def test_external_images_moves_each_inline_png_to_a_file_of_its_own():
-    import base64
-
-    first, second = _plot_png(), _plot_png(True)
-    page = "".join(
-        f'<img width="4" alt="{alt}" src="data:image/png;base64,{base64.b64encode(d).decode()}"/>'
-        for alt, d in (("a", first), ("b", second))
-    )
-    out, files = external_images(page, "demo")
-    assert out == (
-        '<img width="4" alt="a" src="demo-figure-1.png"/>'
-        '<img width="4" alt="b" src="demo-figure-2.png"/>'
-    )
-    assert files == {"demo-figure-1.png": first, "demo-figure-2.png": second}
-    assert external_images(out, "demo") == (out, {})

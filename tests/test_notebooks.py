@@ -80,13 +80,14 @@ def test_notebook_runs_from_an_empty_folder(name, tmp_path, forkrun):
 
 @pytest.mark.parametrize("name", sorted(CHAPTERS))
 def test_committed_notebook_is_the_generated_one(name, tmp_path):
-    """notebooks/ is what "Open in Colab" opens: it must be today's lab (`make notebooks`)."""
+    """docs/labs/ is what the site serves and "Open in Colab" opens: today's lab (`make
+    notebooks`)."""
     from gradflow_site import labs
 
     generated = labs.write_all(tmp_path, {name: CHAPTERS[name]})[0].read_bytes()
-    committed = ROOT / "notebooks" / f"{name}.ipynb"
-    assert committed.exists(), f"notebooks/{name}.ipynb is missing: run `make notebooks`"
+    committed = ROOT / "docs" / "labs" / f"{name}.ipynb"
+    assert committed.exists(), f"docs/labs/{name}.ipynb is missing: run `make notebooks`"
     assert committed.read_bytes() == generated, (
-        f"notebooks/{name}.ipynb is out of date with snippets/ or gradflow_ref/: run "
+        f"docs/labs/{name}.ipynb is out of date with snippets/ or gradflow_ref/: run "
         "`make notebooks` and commit the result"
     )

@@ -94,10 +94,46 @@ def test_page_prints_no_sentence_from_python(page):
     assert not found, "write sentences in Markdown, numbers as `{python} ...`:\n" + "\n".join(found)
 
 
+QUESTION = re.compile(r'^(?P<indent> *)!!! question "(?P<title>[^"\n]+)"\n', re.M)
+CHOICE = re.compile(
+    r'^ *\?\?\? quiz "(?P<label>[A-Z])\. [^\n]+"\n\n +(?P<verdict>\*\*[^*\n]+\*\*)', re.M
+)
+
+
+def quizzes(text: str) -> list[tuple[int, str, list[tuple[str, str]]]]:
+    """Return (line, title, [(label, verdict)]) for each `!!! question` quiz of a page."""
+    out = []
+    starts = [m.start() for m in QUESTION.finditer(text)] + [len(text)]
+    for m, end in zip(QUESTION.finditer(text), starts[1:]):
+        body = text[m.end() : end]
+        choices = [(c["label"], c["verdict"]) for c in CHOICE.finditer(body)]
+        out.append((text.count("\n", 0, m.start()) + 1, m["title"], choices))
+    return out
+
+
 @pytest.mark.parametrize("page", PAGE_PARAMS)
-def test_page_writes_quizzes_in_markdown(page):
+def test_page_quizzes_have_one_right_choice_and_an_explanation_for_each(page):
+    """A quiz is a `!!! question` admonition with one collapsible `??? quiz "A. ..."` block per
+    choice, lettered in order, whose explanation opens with **Correct.** (exactly one) or **Not
+    this one.**: a reader who opens a wrong answer learns as much as one who opens the right."""
     text = page.read_text(encoding="utf-8")
-    assert "quiz(" not in text, f"{page.name}: write the quiz as a `!!! quiz` admonition"
+    assert "quiz(" not in text and "!!! quiz" not in text, f"{page.name}: see CONTRIBUTING"
+    for line, title, choices in quizzes(text):
+        where = f"{page.name}:{line} ({title!r})"
+        assert len(choices) >= 2, f"{where}: a quiz needs two choices or more"
+        assert [c[0] for c in choices] == [chr(65 + i) for i in range(len(choices))], where
+        verdicts = [v for _, v in choices]
+        assert verdicts.count("**Correct.**") == 1, f"{where}: exactly one right choice"
+        assert set(verdicts) <= {"**Correct.**", "**Not this one.**"}, f"{where}: {verdicts}"
+    assert text.count("??? quiz") == sum(len(c) for _, _, c in quizzes(text)), page.name
+
+
+def test_quizzes_reads_a_quiz():
+    text = (
+        '!!! question "Q"\n\n    Which?\n\n    ??? quiz "A. One"\n\n        **Not this one.** No.\n'
+        '\n    ??? quiz "B. Two"\n\n        **Correct.** Yes.\n'
+    )
+    assert quizzes(text) == [(1, "Q", [("A", "**Not this one.**"), ("B", "**Correct.**")])]
 
 
 def test_sentences_printed_finds_a_printed_sentence():

@@ -28,7 +28,7 @@ def test_svg_adds_a_phone_rendering_with_readable_text():
         ax.plot([1, 2, 3], label="a line")
         ax.legend(fontsize=6, ncols=3)
         ax.set_title("a rather long title for such a small panel")
-    out = svg(fig, alt="Four panels.")
+    out = svg(fig)
     wide, narrow = re.findall(r'<div class="gf-figure__(?:wide|narrow)">(<svg.*?</svg>)', out, re.S)
     assert min(sizes(wide)) < PHONE_MIN_PT  # the desktop image is left as drawn
     assert min(sizes(narrow)) >= PHONE_MIN_PT
@@ -42,7 +42,7 @@ def test_svg_keeps_one_rendering_when_the_figure_already_reads_on_a_phone():
     fig, ax = plt.subplots(figsize=(3.2, 2.4))
     ax.plot([1, 2])
     ax.tick_params(labelsize=10)
-    out = svg(fig, alt="One line.")
+    out = svg(fig)
     assert "gf-figure__narrow" not in out and out.count("<svg") == 1
 
 
@@ -59,7 +59,7 @@ def test_plain_log_ticks_label_decades_without_mathtext():
     ax.plot([1e-5, 1e5], [1, 2])
     ax.set_xscale("log")
     plain_log_ticks(ax)
-    svg_text = svg(fig, alt="a line")
+    svg_text = svg(fig)
     assert "10⁻⁴" in svg_text or "10⁻⁵" in svg_text  # labels are text, not typeset glyphs
     assert not ax.xaxis.get_minorticklocs().size
     assert ax.yaxis.get_major_formatter().__class__.__name__ != "FuncFormatter"  # linear: kept
@@ -95,7 +95,7 @@ def test_wrapped_text_keeps_savefigs_layout():
     ax.set_title("a title long enough to wrap at the edge of a narrow figure", wrap=True)
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
-    out = svg(fig, alt="A title that wraps.")
+    out = svg(fig)
     assert out.count("<text") == buf.getvalue().count("<text")
     assert _box(out) == pytest.approx(_box(buf.getvalue()), abs=0.01)
 
@@ -152,7 +152,7 @@ def test_log_axes_keep_matplotlibs_labels_as_plain_text():
 
     mathtext, plain = figure(), figure()
     expected = [plain_math(t) for axes in labels(mathtext) for t in axes if t]
-    out = svg(plain, alt="Two log plots.")
+    out = svg(plain)
     wide = re.search(r'<div class="gf-figure__wide">(<svg.*?</svg>)', out, re.S).group(1)
     shown = re.findall(r"<text\b[^>]*>([^<]*)</text>", wide)
     assert expected and all(label in shown for label in expected), (expected, shown)

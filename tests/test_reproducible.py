@@ -18,6 +18,8 @@ PAGES = {
     "index.md": "# Home\n\n$$\nf^{L} = \\prod_{k=1}^{L} f\n$$\n\nSee [the game](telephone.md).\n",
     "telephone.md": """# The telephone game
 
+[Download this chapter as a notebook](labs/telephone.ipynb){ .md-button download }
+
 A product of $L$ factors.
 
 ```python exec="1" source="above" result="text" session="t"
@@ -43,36 +45,44 @@ ax.plot(x.tolist())
 print(svg(fig))
 ```
 
+/// caption
 **Four random numbers.** In the order drawn.
-{: .gf-caption }
+///
 
 ```python exec="1" html="1" session="t"
 from gradflow_site.pages import telephone as page
 print(page.widget())
 ```
 
+/// caption
 **The telephone game, layer by layer.** Gradient norms for the factor on the slider.
-{: .gf-caption }
+///
 
-!!! quiz "Which factor keeps the message?"
+!!! question "Which factor keeps the message?"
 
     Fifty people pass a number on, each multiplying it by the same factor.
 
-    - [x] Exactly one
-        Any other factor shrinks or grows it geometrically.
-    - [ ] Anything close to one
-        0.95 to the fiftieth power is under a tenth.
+    ??? quiz "A. Exactly one"
+
+        **Correct.** Any other factor shrinks or grows it geometrically.
+
+    ??? quiz "B. Anything close to one"
+
+        **Not this one.** 0.95 to the fiftieth power is under a tenth.
 """,
 }
 
 
 @pytest.mark.build
 def test_two_clean_builds_write_the_same_bytes(tmp_path):
-    # the first renders pages in two processes (gradflow_site/parallel.py), the second in one
+    # the first runs the chapters in a process each, the second both in one process
     cfg = child_config(tmp_path / "project", PAGES)
+    (tmp_path / "project" / "docs" / "labs").mkdir()
+    lab = (ROOT / "docs" / "labs" / "telephone.ipynb").read_bytes()
+    (tmp_path / "project" / "docs" / "labs" / "telephone.ipynb").write_bytes(lab)
     sites = [tmp_path / "parallel", tmp_path / "serial"]
-    for site, parallel in zip(sites, (True, False)):
-        result = mkdocs_build(site, config=cfg, parallel=parallel)
+    for site, workers in zip(sites, (2, 1)):
+        result = mkdocs_build(site, config=cfg, workers=workers)
         assert result.returncode == 0, result.stdout + result.stderr
     files = sorted(p.relative_to(sites[0]) for p in sites[0].rglob("*") if p.is_file())
     html = (sites[0] / "telephone" / "index.html").read_text(encoding="utf-8")
@@ -105,15 +115,21 @@ def test_sitemap_dates_are_the_last_commits(site):
 
 def test_build_date_comes_from_the_last_commit(monkeypatch):
     """The hook hands MkDocs the commit's time, so a build tomorrow writes the same dates."""
+    from types import SimpleNamespace
+
     from mkdocs.utils import get_build_date
 
-    from gradflow_site import provenance
+    from gradflow_site import hooks
 
-    epoch = provenance.commit_epoch(ROOT)
-    if epoch is None:
+    epoch = hooks._git("log", "-1", "--format=%ct")
+    if not epoch:
         pytest.skip("not a git checkout")
-    monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)  # restored after the test
+    config = hooks.on_config(SimpleNamespace(extra={}))
     day = datetime.datetime.fromtimestamp(int(epoch), datetime.UTC).date().isoformat()
     assert get_build_date() == day
+    assert config.extra["verified"]["commit"].startswith(
+        hooks._git("rev-parse", "--short=12", "HEAD")
+    )
     monkeypatch.setenv("SOURCE_DATE_EPOCH", str(int(epoch) + 3 * 86400))
     assert get_build_date() != day  # MkDocs does read it: the date is not simply today's
