@@ -11,7 +11,7 @@ export NO_MKDOCS_2_WARNING := 1
 export MPLBACKEND := Agg
 export OMP_NUM_THREADS := 1
 
-.PHONY: help env serve build offline test repro bench train lighthouse screenshots linkcheck lock clean notebooks
+.PHONY: help env serve build offline test repro bench gpu-wheels train lighthouse screenshots linkcheck lock clean notebooks
 
 help:  ## list the tasks
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/'
@@ -59,6 +59,10 @@ repro: $(STAMP)  ## build the site twice and check that the two are byte for byt
 
 bench: $(STAMP)  ## print clean/rebuild build times, test-suite time and page sizes
 	$(BIN)/python -m tools.bench
+
+# a GPU host without network installs them from wheels/ (python -m tools.bench_gpu --wheels wheels)
+gpu-wheels: $(STAMP)  ## download into wheels/ what tools.bench_gpu needs beyond torch on a GPU host (torchao)
+	$(BIN)/python -m tools.bench_gpu --stage-wheels wheels
 
 # every core (the other tasks pin one thread); TRAIN_ARGS="--precision fp32" etc. adds flags
 train: $(STAMP)  ## train the guide's GPT for a minute with snippets/train.py: tokens/s, loss, peak memory

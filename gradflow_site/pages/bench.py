@@ -1,8 +1,11 @@
-"""Build side of the committed benchmark runs: tables, a figure and labels for chapters 6 and 7.
+"""Build side of the committed benchmark runs: tables, figures and labels for chapters 5b, 6,
+7, 7b, 7c and the cheat sheet.
 
-`python -m tools.bench_gpu` measures checkpointing and the training step on one device and
-writes results/bench-<device>.json; gradflow_ref.benchmarks reads those files. Nothing here is
-measured while the site is built: every figure names the run it comes from (`label`).
+`python -m tools.bench_gpu` measures checkpointing, the training step, FP8 training and
+snippets/train.py on one device and writes results/bench-<device>.json; gradflow_ref.benchmarks
+reads those files. Nothing here is measured while the site is built: every figure names the run
+it comes from (`label`). A builder renders what a run holds: runs from before SDPA, MFU and FP8
+were measured render as they always have.
 """
 
 from __future__ import annotations
@@ -13,11 +16,17 @@ from gradflow_site.render import table
 __all__ = [
     "STEP_NAMES",
     "MODE_NAMES",
+    "COMPILED_NAMES",
+    "FP8_NAMES",
+    "SCRIPT_NAMES",
     "run",
     "label",
     "model_label",
     "row",
     "ratio",
+    "mfu",
+    "fastest",
+    "step_title",
     "sweep_ratio",
     "gib",
     "memory_gaps",
@@ -30,6 +39,13 @@ __all__ = [
     "mlp_table",
     "memory_table",
     "timeline_figure",
+    "fp8_run",
+    "fp8_speedup",
+    "fp8_loss_gap",
+    "fp8_table",
+    "fp8_figure",
+    "script_run",
+    "script_table",
 ]
 
 GIB = 2**30
@@ -47,25 +63,58 @@ MODE_NAMES = {  # gpt_checkpointing mode -> its name in a table
     "sqrt": "√N segments",
     "selective": "every block, selective",
 }
+COMPILED_NAMES = {  # gpt_checkpointing rows with every block under torch.compile
+    "none_compiled": "no checkpointing, `torch.compile`",
+    "block_compiled": "every block, `torch.compile`",
+    "selective_compiled": "every block, selective, `torch.compile`",
+}
+SDPA = "_sdpa"  # training_step rows with attention through F.scaled_dot_product_attention
+FP8_NAMES = {  # fp8_training run -> its name in a table
+    "bf16": "BF16 (`torch.autocast`)",
+    "tensorwise": "FP8, one scale per tensor",
+    "rowwise": "FP8, one scale per row",
+}
+SCRIPT_NAMES = {  # train_script run -> its name in a table
+    "eager": "`train.py`",
+    "compiled": "`train.py --compile`",
+    "cpu": "`train.py` on the host's CPU",
+}
 
 
-def run(device_type: str = "cuda") -> dict:
-    """Return the first committed run made on `device_type` ("cuda" or "cpu").
+def _measured(r: dict, section: str) -> bool:
+    return isinstance(r.get(section), dict) and not {"error", "skipped"} & set(r[section])
+
+
+def run(device_type: str = "cuda", needs: str | None = None) -> dict:
+    """Return the newest committed run (by date, then file name) made on `device_type`.
+
+    Args:
+        device_type: "cuda" or "cpu".
+        needs: a section the run must have measured (e.g. "fp8_training"); None: any run.
 
     Raises:
-        ValueError: no run on that device is committed under results/.
+        ValueError: no such run is committed under results/.
     """
-    runs = committed_runs(device_type)
+    runs = [x for x in committed_runs(device_type) if needs is None or _measured(x, needs)]
     if not runs:
+        what = "" if needs is None else f" with a measured {needs!r} section"
         raise ValueError(
-            f"run: no committed benchmark on {device_type!r}; run `python -m tools.bench_gpu "
-            f"--device {device_type}` there and commit the JSON it writes under results/."
+            f"run: no committed benchmark on {device_type!r}{what}; run `python -m "
+            f"tools.bench_gpu --device {device_type}` there and commit the JSON it writes under "
+            "results/."
         )
-    return runs[0]
+    return max(runs, key=lambda x: (x["date"], x["file"]))
 
 
-def label(r: dict) -> str:
-    """Where and when `r` was measured, e.g. "NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, ..."."""
+def label(r: dict, *packages: str) -> str:
+    """Where and when `r` was measured, e.g. "NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, ...".
+
+    Args:
+        packages: further versions to name, from the run's "versions" (e.g. "torchao").
+
+    Raises:
+        ValueError: the run recorded no version of one of `packages`.
+    """
     parts = [r["device"]]
     if r["device_type"] == "cpu":
         threads = r.get("cpu_threads", 1)
@@ -73,6 +122,11 @@ def label(r: dict) -> str:
     parts.append(f"torch {r['torch']}")
     if r.get("cuda"):
         parts.append(f"CUDA {r['cuda']}")
+    for name in packages:
+        version = r.get("versions", {}).get(name)
+        if version is None:
+            raise ValueError(f"label: {r['file']} recorded no version of {name!r}.")
+        parts.append(f"{name} {version}")
     parts += [r["date"], f"results/{r['file']}"]
     return ", ".join(parts)
 
@@ -105,6 +159,35 @@ def row(r: dict, section: str, name: str) -> dict:
 def ratio(r: dict, section: str, a: str, b: str, field: str = "step_seconds") -> float:
     """`field` of row `a` over that of row `b` in `section` of run `r`."""
     return row(r, section, a)[field] / row(r, section, b)[field]
+
+
+def mfu(r: dict, section: str, name: str) -> float:
+    """The model FLOPs utilisation of one measured row of `r`, against the run's stated peak.
+
+    Raises:
+        ValueError: the run has no such row, or no stated peak for its device.
+    """
+    value = row(r, section, name).get("mfu")
+    if value is None:
+        raise ValueError(
+            f"mfu: {r['file']} has no MFU for {section!r} row {name!r}: the run predates MFU "
+            "or knew no peak for its device (tools.bench_gpu --peak-tflops)."
+        )
+    return value
+
+
+def fastest(r: dict, section: str, names) -> str:
+    """The name, of `names`, of the row of `section` with the shortest step."""
+    return min(names, key=lambda name: row(r, section, name)["step_seconds"])
+
+
+def step_title(name: str) -> str:
+    """A training-step row's name in words: "`torch.autocast(bfloat16)`, FP32 weights, SDPA"."""
+    base = name.removesuffix(SDPA)
+    if base not in STEP_NAMES:
+        raise ValueError(f"step_title: `name` must be one of {list(STEP_NAMES)}, with or "
+                         f"without {SDPA!r}, got {name!r}.")  # fmt: skip
+    return STEP_NAMES[base] + (", `F.scaled_dot_product_attention`" if name != base else "")
 
 
 def gib(r: dict, section: str, name: str, field: str = "forward_held_bytes") -> float:
@@ -176,33 +259,59 @@ def sweep_ratio(r: dict, k: int) -> float:
     return rows[k]["seconds"] / rows[r["checkpointing"]["n_layers"]]["seconds"]
 
 
-def _rows(r: dict, section: str, names: dict[str, str], cells) -> list[list]:
-    """One row per measured variant of `section`: its title, then `cells(measured row, name)`."""
-    return [[title, *cells(row(r, section, name), name)] for name, title in names.items()]
+def _has(r: dict, section: str, name: str) -> bool:
+    rows = r.get(section, {}).get("rows", {})
+    return name in rows and "error" not in rows[name]
+
+
+def _mfu_cell(x: dict) -> str:
+    return "–" if x.get("mfu") is None else f"{x['mfu']:.0%}"
 
 
 def step_table(r: dict) -> str:
-    """The training-step variants of `r`: time, tokens per second, speed against FP32, peak."""
+    """The training-step variants of `r`: time, tokens per second, speed against FP32, peak.
 
-    def cells(x: dict, name: str) -> list[str]:
-        speed = ratio(r, "training_step", "fp32", name)
-        ms, tokens = x["step_seconds"] * 1e3, x["tokens_per_second"]
-        return [f"{ms:.1f}", f"{tokens:,.0f}", f"{speed:.2f}×", f"{x['peak_bytes'] / GIB:.1f}"]
-
-    headers = ["precision", "ms per step", "tokens per s", "speed vs FP32", "peak GiB"]
-    return table(headers, _rows(r, "training_step", STEP_NAMES, cells), align="lrrrr")
+    A run that measured them adds a row per variant with attention through
+    F.scaled_dot_product_attention (speed against FP32 with the same attention) and the MFU.
+    """
+    section = "training_step"
+    sdpa = any(_has(r, section, name + SDPA) for name in STEP_NAMES)
+    has_mfu = any(x.get("mfu") is not None for x in r[section]["rows"].values())
+    rows = []
+    for suffix in ("", SDPA) if sdpa else ("",):
+        for name, title in STEP_NAMES.items():
+            x = row(r, section, name + suffix)
+            speed = ratio(r, section, "fp32" + suffix, name + suffix)
+            cells = [title] + (["`F.scaled_dot_product_attention`" if suffix else "written out"]
+                               if sdpa else [])  # fmt: skip
+            cells += [f"{x['step_seconds'] * 1e3:.1f}", f"{x['tokens_per_second']:,.0f}"]
+            cells += [_mfu_cell(x)] if has_mfu else []
+            cells += [f"{speed:.2f}×", f"{x['peak_bytes'] / GIB:.1f}"]
+            rows.append(cells)
+    headers = ["precision", *(["attention"] if sdpa else []), "ms per step", "tokens per s"]
+    headers += [*(["MFU"] if has_mfu else []), "speed vs FP32", "peak GiB"]
+    return table(headers, rows, align="l" + "l" * sdpa + "r" * (len(headers) - 1 - sdpa))
 
 
 def checkpoint_table(r: dict) -> str:
-    """The checkpointing modes of `r`: memory held for backward, peak, time against none."""
+    """The checkpointing modes of `r`: memory held for backward, peak, time against none.
 
-    def cells(x: dict, name: str) -> list[str]:
+    A run that measured them adds the modes with every block under torch.compile, timed
+    against no checkpointing under torch.compile.
+    """
+    section = "gpt_checkpointing"
+    names = dict(MODE_NAMES)
+    names |= {k: v for k, v in COMPILED_NAMES.items() if _has(r, section, k)}
+    rows = []
+    for name, title in names.items():
+        x = row(r, section, name)
         held, peak = x["forward_held_bytes"] / GIB, x["peak_bytes"] / GIB
-        time = ratio(r, "gpt_checkpointing", name, "none")
-        return [f"{held:.1f}", f"{peak:.1f}", f"{x['step_seconds'] * 1e3:.1f}", f"{time:.2f}×"]
-
+        time = ratio(r, section, name, "none_compiled" if name.endswith("_compiled") else "none")
+        rows.append(
+            [title, f"{held:.1f}", f"{peak:.1f}", f"{x['step_seconds'] * 1e3:.1f}", f"{time:.2f}×"]
+        )
     headers = ["checkpointing", "held for backward, GiB", "peak GiB", "ms per step", "time"]
-    return table(headers, _rows(r, "gpt_checkpointing", MODE_NAMES, cells), align="lrrrr")
+    return table(headers, rows, align="lrrrr")
 
 
 def mlp_table(r: dict) -> str:
@@ -277,3 +386,119 @@ def timeline_figure(r: dict) -> str:
     ax.set_xlabel("allocator event (allocations and frees, in order)")
     ax.set_ylabel("allocated GiB")
     return svg(fig)
+
+
+# ------------------------------------------------------------------ FP8 training (chapter 5b)
+
+
+def fp8_run(r: dict, name: str) -> dict:
+    """One run of `r`'s FP8 section: "bf16", "tensorwise" or "rowwise".
+
+    Raises:
+        ValueError: the run has no FP8 section, it was skipped, or that run failed.
+    """
+    section = r.get("fp8_training") or {}
+    runs = section.get("runs", {})
+    if name not in runs or "error" in runs[name]:
+        why = section.get("skipped") or "not measured"
+        raise ValueError(f"fp8_run: {r['file']} has no FP8 training run {name!r} ({why}).")
+    return runs[name]
+
+
+def fp8_speedup(r: dict, recipe: str) -> float:
+    """BF16's step time over `recipe`'s: above 1, FP8 was faster."""
+    return fp8_run(r, "bf16")["step_seconds"] / fp8_run(r, recipe)["step_seconds"]
+
+
+def fp8_loss_gap(r: dict, recipe: str) -> float:
+    """`recipe`'s final loss (mean of the last tenth of the steps) minus BF16's."""
+    return fp8_run(r, recipe)["final_loss"] - fp8_run(r, "bf16")["final_loss"]
+
+
+def fp8_table(r: dict) -> str:
+    """BF16 and the FP8 recipes of `r`: time, tokens/s, MFU, speed, peak memory, final loss."""
+    rows = []
+    for name, title in FP8_NAMES.items():
+        x = fp8_run(r, name)
+        gap = "–" if name == "bf16" else f"{fp8_loss_gap(r, name):+.3f}"
+        rows.append(
+            [
+                title,
+                f"{x['step_seconds'] * 1e3:.1f}",
+                f"{x['tokens_per_second']:,.0f}",
+                _mfu_cell(x),
+                f"{fp8_speedup(r, name):.2f}×",
+                "–" if x["peak_bytes"] is None else f"{x['peak_bytes'] / GIB:.1f}",
+                f"{x['final_loss']:.3f}",
+                gap,
+            ]
+        )
+    headers = ["precision", "ms per step", "tokens per s", "MFU", "speed vs BF16", "peak GiB"]
+    headers += ["final loss", "vs BF16"]
+    return table(headers, rows, align="lrrrrrrr")
+
+
+def fp8_figure(r: dict, window: int = 10) -> str:
+    """The loss of every step of `r`'s BF16 and FP8 runs (a moving mean over `window` steps)."""
+    import matplotlib.pyplot as plt
+
+    from gradflow_site.render import svg
+
+    fig, ax = plt.subplots(figsize=(7, 3))
+    for (name, title), style in zip(FP8_NAMES.items(), ("-", "--", ":")):
+        losses = fp8_run(r, name)["losses"]
+        k = max(1, min(window, len(losses)))
+        mean = [sum(losses[i - k + 1 : i + 1]) / k for i in range(k - 1, len(losses))]
+        ax.plot(range(k - 1, len(losses)), mean, style, linewidth=1.4, label=title.replace("`", ""))
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel(f"training loss (mean of {window} steps)")
+    ax.legend(frameon=False)
+    return svg(fig)
+
+
+# ------------------------------------------------------------------ train.py (chapter 7c)
+
+
+def script_run(r: dict, name: str) -> dict:
+    """One run of snippets/train.py in `r`: "eager", "compiled" or "cpu".
+
+    Raises:
+        ValueError: the run did not measure train.py, skipped that run, or it failed.
+    """
+    section = r.get("train_script") or {}
+    x = section.get("runs", {}).get(name)
+    if x is None or "skipped" in x or x.get("returncode") or not x.get("losses"):
+        why = (x or {}).get("skipped") or section.get("error", "not measured").splitlines()[-1]
+        raise ValueError(f"script_run: {r['file']} has no train.py run {name!r} ({why}).")
+    return x
+
+
+def script_table(r: dict) -> str:
+    """train.py's runs in `r`: tokens/s, MFU, peak memory, and the loss of its first steps
+    against the reference run's (on a GPU, the same seed on the CPU)."""
+    section = r["train_script"]
+    ref = section["reference"]
+    k = max((a["steps"] for a in section["agreement"].values()), default=0)
+    rows = []
+    for name, title in SCRIPT_NAMES.items():
+        if name not in section["runs"] or "skipped" in section["runs"][name]:
+            continue
+        x = script_run(r, name)
+        agree = section["agreement"].get(name)
+        rate = x["tokens_per_second"]
+        rows.append(
+            [
+                title,
+                x["steps_done"],
+                "–" if rate is None else f"{rate:,.0f}",
+                _mfu_cell(x),
+                "–" if x["peak_mib"] is None else f"{x['peak_mib']:,.0f}",
+                f"{x['losses'][min(k, len(x['losses'])) - 1]:.4f}",
+                "reference"
+                if name == ref
+                else ("–" if agree is None else f"{agree['max_abs_diff']:.1e}"),
+            ]  # fmt: skip
+        )
+    headers = ["run", "steps", "tokens per s", "MFU", "peak MiB", f"loss at step {k}"]
+    headers.append(f"largest loss difference, steps 1 to {k}")
+    return table(headers, rows, align="lrrrrrr")
