@@ -14,7 +14,7 @@ import pytest
 
 from gradflow_ref import benchmarks
 from gradflow_ref.benchmarks import committed_runs
-from gradflow_site.pages import bench
+from gradflow_site.pages import bench, bench_gpu
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -240,24 +240,24 @@ def test_step_table_adds_sdpa_rows_and_mfu(new_run):
 
 def test_mfu_reads_a_rows_mfu_and_refuses_a_run_without(new_run, gpu_run):
     want = new_run["training_step"]["rows"]["tf32_sdpa"]["mfu"]
-    assert bench.mfu(new_run, "training_step", "tf32_sdpa") == want
+    assert bench_gpu.mfu(new_run, "training_step", "tf32_sdpa") == want
     with pytest.raises(ValueError, match="no MFU for 'training_step' row 'fp32'"):
-        bench.mfu(gpu_run, "training_step", "fp32")
+        bench_gpu.mfu(gpu_run, "training_step", "fp32")
 
 
 def test_fastest_is_the_row_with_the_shortest_step(new_run):
     names = ["autocast_bf16_sdpa", "trainer_bf16_sdpa", "fp32_sdpa"]
     rows = new_run["training_step"]["rows"]
-    assert bench.fastest(new_run, "training_step", names) == min(
+    assert bench_gpu.fastest(new_run, "training_step", names) == min(
         names, key=lambda n: rows[n]["step_seconds"]
     )
 
 
 def test_step_title_names_the_precision_and_the_attention():
-    assert bench.step_title("trainer_bf16") == "BF16 weights, FP32 masters (`Trainer`)"
-    assert bench.step_title("fp32_sdpa") == "FP32, `F.scaled_dot_product_attention`"
+    assert bench_gpu.step_title("trainer_bf16") == "BF16 weights, FP32 masters (`Trainer`)"
+    assert bench_gpu.step_title("fp32_sdpa") == "FP32, `F.scaled_dot_product_attention`"
     with pytest.raises(ValueError, match="got 'int4_sdpa'"):
-        bench.step_title("int4_sdpa")
+        bench_gpu.step_title("int4_sdpa")
 
 
 def test_checkpoint_table_times_compiled_modes_against_compiled_none(new_run):
@@ -268,25 +268,25 @@ def test_checkpoint_table_times_compiled_modes_against_compiled_none(new_run):
 
 
 def test_fp8_builders_compare_each_recipe_with_bf16(new_run):
-    assert bench.fp8_speedup(new_run, "tensorwise") == pytest.approx(0.050 / 0.040)
-    assert bench.fp8_loss_gap(new_run, "rowwise") == pytest.approx(0.005)
-    text = bench.fp8_table(new_run)
-    assert text.count("\n") == 2 + len(bench.FP8_NAMES)
+    assert bench_gpu.fp8_speedup(new_run, "tensorwise") == pytest.approx(0.050 / 0.040)
+    assert bench_gpu.fp8_loss_gap(new_run, "rowwise") == pytest.approx(0.005)
+    text = bench_gpu.fp8_table(new_run)
+    assert text.count("\n") == 2 + len(bench_gpu.FP8_NAMES)
     assert "| FP8, one scale per tensor | 40.0 | 204,800 | 40% | 1.25× | 20.0 |" in text
     assert "| +0.010 |" in text and "| +0.005 |" in text
-    assert "<svg" in bench.fp8_figure(new_run)
+    assert "<svg" in bench_gpu.fp8_figure(new_run)
 
 
 def test_fp8_run_says_why_a_run_has_none(gpu_run):
     with pytest.raises(ValueError, match=r"no FP8 training run 'bf16' \(not measured\)"):
-        bench.fp8_run(gpu_run, "bf16")
+        bench_gpu.fp8_run(gpu_run, "bf16")
     skipped = {**gpu_run, "fp8_training": {"skipped": "torchao is not importable"}}
     with pytest.raises(ValueError, match=r"\(torchao is not importable\)"):
-        bench.fp8_run(skipped, "rowwise")
+        bench_gpu.fp8_run(skipped, "rowwise")
 
 
 def test_script_table_sets_each_run_against_the_cpu_reference(new_run):
-    text = bench.script_table(new_run)
+    text = bench_gpu.script_table(new_run)
     assert text.count("\n") == 2 + 3
     assert "| `train.py --compile` | 200 | 900,000 | 10% | 900 | 5.3000 | 3.0e-03 |" in text
     assert "| reference |" in text and "steps 1 to 3" in text
@@ -296,9 +296,9 @@ def test_script_run_refuses_a_skipped_or_failed_run(new_run):
     skipped = copy.deepcopy(new_run)
     skipped["train_script"]["runs"]["compiled"] = {"skipped": "no --compile option"}
     with pytest.raises(ValueError, match=r"run 'compiled' \(no --compile option\)"):
-        bench.script_run(skipped, "compiled")
-    assert "train.py --compile" not in bench.script_table(skipped)
+        bench_gpu.script_run(skipped, "compiled")
+    assert "train.py --compile" not in bench_gpu.script_table(skipped)
     failed = copy.deepcopy(new_run)
     failed["train_script"]["runs"]["eager"]["returncode"] = 1
     with pytest.raises(ValueError, match="no train.py run 'eager'"):
-        bench.script_run(failed, "eager")
+        bench_gpu.script_run(failed, "eager")
