@@ -11,7 +11,7 @@ export NO_MKDOCS_2_WARNING := 1
 export MPLBACKEND := Agg
 export OMP_NUM_THREADS := 1
 
-.PHONY: help env serve build offline test repro bench gpu-wheels train lighthouse screenshots linkcheck lock clean notebooks
+.PHONY: help env serve build offline test repro bench gpu-wheels train freeze lighthouse screenshots linkcheck lock clean notebooks
 
 help:  ## list the tasks
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/'
@@ -67,6 +67,10 @@ gpu-wheels: $(STAMP)  ## download into wheels/ what tools.bench_gpu needs beyond
 # every core (the other tasks pin one thread); TRAIN_ARGS="--precision fp32" etc. adds flags
 train: $(STAMP)  ## train the guide's GPT for a minute with snippets/train.py: tokens/s, loss, peak memory
 	env -u OMP_NUM_THREADS $(BIN)/python snippets/train.py --max-seconds 60 $(TRAIN_ARGS)
+
+# one experiment at a time, one thread each (tools/freeze.py); NAMES="a b" reruns only those
+freeze: $(STAMP)  ## rerun the frozen experiments (tools/experiments/) and rewrite results/frozen/
+	$(BIN)/python -m tools.freeze $(NAMES)
 
 lighthouse: build  ## Lighthouse scores (mobile) of every page, served as GitHub Pages serves it
 	$(BIN)/python -m tools.lighthouse site $(LIGHTHOUSE_ARGS)
