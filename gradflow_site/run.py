@@ -274,7 +274,7 @@ def _worker_run(path: str, page: list[Cell], track: bool = True) -> dict:
         try:
             exec(compile(cell.code, label, "exec"), ns)  # noqa: S102 - the page's own code
             outputs.append({"output": "".join(buffer)})
-        except Exception as err:  # noqa: BLE001 - reported by the build, naming the line
+        except (Exception, SystemExit) as err:  # noqa: BLE001 - reported, naming the line
             failed.add(cell.session)
             outputs.append({"error": _explain(cell, label, err), "output": "".join(buffer)})
     reads = {}

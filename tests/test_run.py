@@ -112,6 +112,12 @@ def test_a_raising_block_is_reported_once_and_its_session_stops():
     assert skipped == {"skipped": True} and done["failed"]
 
 
+def test_a_block_that_exits_is_reported_and_does_not_end_the_build():
+    page_cells = cells.cells(['```python exec="1" session="x"', "raise SystemExit(2)", "```"])
+    (out,) = run._worker_run("docs/x.md", page_cells, track=False)["outputs"]
+    assert "raised SystemExit: 2" in out["error"]
+
+
 def test_a_raising_value_names_its_line_and_expression():
     page_cells = cells.cells(["Text `{python} 1 / 0` here."], ["docs/v.md:9"])
     (out,) = run._worker_run("docs/v.md", page_cells, track=False)["outputs"]
