@@ -231,7 +231,39 @@ def _printer(buffer: list[str]):
 
 
 def _worker_run(path: str, page: list[Cell], track: bool = True) -> dict:
-    """Run a page's cells in order; return each one's output and the files the run read."""
+    """Run a page's cells in order; return each one's output and the files the run read.
+
+    On Linux the page runs in a fork of this worker, which has imported torch and matplotlib
+    and nothing of the repository: each chapter starts from the same clean process (no module,
+    global setting or thread another chapter left behind: a chapter that ran a process group
+    would leave gloo's threads, and every rank forked after them would have to start a fresh
+    interpreter), and imports afresh what it uses, which names its reads.
+    """
+    if not (track and sys.platform.startswith("linux")):
+        return _run_page(path, page, track)
+    import pickle
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the chapter's process: it never returns into the worker's loop
+        try:
+            os.close(read)
+            with os.fdopen(write, "wb") as out:
+                pickle.dump(_run_page(path, page, track), out)
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as got:
+        data = got.read()
+    _, status = os.waitpid(pid, 0)
+    if not data:
+        why = f"{page[0].where[0]}: the chapter's process died (wait status {status})"
+        return {"outputs": [{"error": why}] + [{"skipped": True}] * (len(page) - 1),
+                "reads": {}, "seconds": 0.0, "failed": True}  # fmt: skip
+    return pickle.loads(data)
+
+
+def _run_page(path: str, page: list[Cell], track: bool) -> dict:
     import linecache
     import types
 
