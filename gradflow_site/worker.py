@@ -10,6 +10,7 @@ is evaluated right after the last executed block above it.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import re
@@ -43,6 +44,9 @@ def init() -> None:
     torch = _warm_up()
     torch.set_num_threads(1)
     sys.addaudithook(_audit)
+    # what the worker holds now is every chapter's starting point: out of the collector's walks,
+    # which in a fork would copy every page they touch (the documented use of gc.freeze)
+    gc.freeze()
 
 
 def _warm_up():
