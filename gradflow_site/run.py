@@ -76,7 +76,18 @@ def _executor() -> ProcessPoolExecutor:
         import multiprocessing
 
         workers = int(os.environ.get("GRADFLOW_WORKERS", "0") or 0) or os.cpu_count() or 1
-        context = multiprocessing.get_context("spawn")
+        # one thread per numerical library, before torch loads: the printed numbers do not
+        # depend on the machine's cores, and a worker has no thread a fork could trip on
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, "1")
+        os.environ.setdefault("MPLBACKEND", "Agg")
+        os.environ.setdefault("MATPLOTLIBRC", str(ROOT / "matplotlibrc"))  # wherever mkdocs runs
+        if "forkserver" in multiprocessing.get_all_start_methods():
+            # the workers fork from one process that has loaded torch and matplotlib once
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(list(worker.PRELOAD))
+        else:
+            context = multiprocessing.get_context("spawn")
         _pool = ProcessPoolExecutor(workers, mp_context=context, initializer=worker.init)
     return _pool
 

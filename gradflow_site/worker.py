@@ -20,19 +20,20 @@ from pathlib import Path
 
 from gradflow_site.cells import Cell
 
-__all__ = ["init", "run_page"]
+__all__ = ["PRELOAD", "init", "run_page"]
+
+# what the build's fork server loads before the workers fork from it (gradflow_site/run.py)
+PRELOAD = ("torch", "torch.distributed.checkpoint", "torch.distributed.fsdp", "matplotlib.pyplot")
 
 ROOT = Path(__file__).resolve().parents[1]
 _OWN = ("gradflow_site.worker", "gradflow_site.cells")  # what runs the chapter: kept
+_INSIDE = str(ROOT) + os.sep
 
 _reads: set[str] = set()
 
 
 def init() -> None:
-    """Set a worker up: one thread per library, the checkout first on sys.path, torch loaded."""
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(var, "1")
-    os.environ.setdefault("MPLBACKEND", "Agg")
+    """Set a worker up: the checkout first on sys.path, torch and matplotlib warmed up."""
     os.environ["GRADFLOW_SITE_BUILD"] = "1"  # read by the labs' setup cell
     # torch's compiler cache (made when an optimizer first steps) under .cache/, not in TMPDIR
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(ROOT / ".cache" / "torchinductor"))
@@ -85,6 +86,8 @@ def _audit(event: str, args: tuple) -> None:
 
 def _repository_file(name: str) -> str | None:
     """Return `name` relative to the checkout if it is a file of the repository, else None."""
+    if os.path.isabs(name) and not name.startswith(_INSIDE):  # most: torch's, the system's
+        return None
     try:
         path = Path(name).resolve()
         rel = path.relative_to(ROOT)
