@@ -131,7 +131,8 @@ def _chart(series, x_range, x_ticks, x_label: str, y_label: str, alt: str, W: in
             f'<text x="{lx + 24}" y="{ly + 4}" font-size="11">{html.escape(label)}</text>'
         )
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" role="img" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" '
+        'role="img" '
         f'aria-label="{html.escape(alt)}" fill="currentColor" '
         f'style="max-width:100%;height:auto">{"".join(parts)}</svg>'
     )
@@ -476,7 +477,8 @@ def _grid(panels, x_ticks, y_step: float, y_label: str, legend, alt: str, W: int
             f"{html.escape(text)}</text>"
         )
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H:.0f}" role="img" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H:.0f}" width="{W}" '
+        f'height="{H:.0f}" role="img" '
         f'aria-label="{html.escape(alt)}" fill="currentColor" '
         f'style="max-width:100%;height:auto">{"".join(parts)}</svg>'
     )
