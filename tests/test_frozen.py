@@ -60,12 +60,13 @@ def test_replay_matches_the_record(name):
     module = importlib.import_module(f"tools.experiments.{name}")
     expected = record["replay"][:STEPS]
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # as tools.freeze runs it
     try:
         got = module.replay(record, len(expected))
+        here = freeze.device()
     finally:
         torch.set_num_threads(threads)
-    same_machine = record["device"] == freeze.device() and record["versions"] == {
+    same_machine = record["device"] == here and record["versions"] == {
         "python": platform.python_version(),
         "torch": torch.__version__,
     }

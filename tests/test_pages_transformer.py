@@ -314,3 +314,9 @@ def test_chapter_claims_about_width_hold(sweeps):
     assert min(best[128, 1]) > max(best[128, 0]) and _overlap(best[128, 1], best[64, 1])
     # at the two optima of width 128 the hidden matrices trained at the same rate
     assert mup[128] * 64 / 128 == sp[128]
+
+
+def test_spread_takes_the_true_median_and_writes_large_values_whole():
+    assert page.spread([1.0, 2.0, 3.0, 10.0]) == "2.5 (1-10)"
+    assert page.spread([1129.1, 3806.6, 89834.0]) == "3807 (1129-89834)"
+    assert page.spread([2.4, 2.5], ".3f") == "2.450 (2.400-2.500)"

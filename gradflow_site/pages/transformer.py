@@ -42,6 +42,7 @@ __all__ = [
     "profile_figure",
     "record",
     "runs",
+    "spread",
     "unigram_loss",
     "width_figure",
     "width_table",
@@ -340,9 +341,16 @@ def _median(values) -> float:
     return statistics.median(math.inf if math.isnan(v) else v for v in values)
 
 
-def _spread(values, fmt: str = ".3g") -> str:
+def spread(values, fmt: str = ".3g") -> str:
+    """Write values as "median (lowest-highest)"; a value of 1000 or more without decimals.
+
+    The true median (the mean of the middle two of an even count), as the snippet's `spread`
+    gives for the three seeds of one setting, also for values pooled over learning rates.
+    """
     lo, med, hi = min(values), statistics.median(values), max(values)
-    return f"{med:{fmt}} ({lo:{fmt}}-{hi:{fmt}})"
+    return "{} ({}-{})".format(
+        *(f"{v:.0f}" if abs(v) >= 1000 else f"{v:{fmt}}" for v in (med, lo, hi))
+    )
 
 
 def lr_range(lrs: list[float]) -> str:
@@ -363,8 +371,8 @@ def lr_table(rec: dict, ceiling: float) -> str:
         rows.append(
             [
                 label(switches),
-                _spread(lr_sensitivity(rec, setting=name)),
-                _spread(best, ".3f"),
+                spread(lr_sensitivity(rec, setting=name)),
+                spread(best, ".3f"),
                 lr_range(lrs_that_train(rec, ceiling, setting=name)),
             ]
         )
@@ -575,7 +583,7 @@ def width_table(rec: dict) -> str:
         for mup in (False, True):
             lrs = best_lrs(rec, width=width, mup=mup)
             best = best_losses(rec, width=width, mup=mup)
-            row += [", ".join(f"{lr:g}" for lr in lrs), _spread(best, ".3f")]
+            row += [", ".join(f"{lr:g}" for lr in lrs), spread(best, ".3f")]
         rows.append(row)
     headers = [
         "width",
