@@ -92,25 +92,34 @@ def _executor() -> ProcessPoolExecutor:
     return _pool
 
 
-def start(pages: dict[str, list[Cell]]) -> None:
-    """Start the run of every page not running and without a fresh result; slowest first."""
-    todo = []
+def start(pages: dict[str, list[Cell]]) -> list[str]:
+    """Start the run of every page not running and without a fresh result, slowest first.
+
+    Returns the pages' paths in the order their results should come: those known first, then
+    as they were handed to the pool.
+    """
+    todo, ready = [], []
     for path, page in pages.items():
         k = _paths[path] = key(page)
         run = _runs.get(k)
         if run is not None and (run.done is None or _fresh(run.done)):
+            (ready if run.done else todo).append((path, k, page))
             continue
         cached = _load(k) if _cache_on() else None
         if cached is not None:
             _runs[k] = _Run(path, done=cached, cells=page)
         elif any(c.kind == "block" for c in page):
             todo.append((path, k, page))
+            continue
         elif page:  # inline values alone: nothing worth a process
             _runs[k] = _Run(path, done=worker.run_page(path, page, track=False), cells=page)
+        ready.append((path, k, page))
     seconds = _load_json(_dir() / "seconds.json")
     todo.sort(key=lambda t: -seconds.get(t[0], 1e9))  # an unknown page may be slow: first
     for path, k, page in todo:
-        _runs[k] = _Run(path, _executor().submit(worker.run_page, path, page), cells=page)
+        if k not in _runs:
+            _runs[k] = _Run(path, _executor().submit(worker.run_page, path, page), cells=page)
+    return [path for path, _, _ in ready + todo]
 
 
 def result(page: list[Cell], path: str = "") -> tuple[str, dict]:
