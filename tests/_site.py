@@ -31,15 +31,22 @@ def mkdocs_build(site_dir: Path, config=None, timeout=900, workers=0):
     (tests/test_leftovers.py checks both); return the process. The chapters' runs are cached in
     a new `<site_dir>.cache/` (tests/test_zensical.py builds from it) and recorded in
     `<site_dir>.runs/` (tests/test_copy_run.py reads them)."""
-    tmp = Path(f"{site_dir}.tmp")
-    tmp.mkdir(parents=True, exist_ok=True)
+    # a short TMPDIR (the build's fork server listens on a socket file in it, and such a path
+    # has at most 107 bytes); what the build leaves there is then moved to <site_dir>.tmp
+    tmp = Path(tempfile.mkdtemp(prefix="build-"))
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1", MPLBACKEND="Agg", OMP_NUM_THREADS="1")
     env.update(GRADFLOW_EXEC_CACHE="1", GRADFLOW_CACHE_DIR=f"{site_dir}.cache")
     env.update(GRADFLOW_WORKERS=str(workers), GRADFLOW_RUN_RECORDS=f"{site_dir}.runs")
     env.update(TMPDIR=str(tmp), GRADFLOW_BUILD=str(site_dir))
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)]
     cmd += ["--config-file", str(config)] if config else []
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    try:
+        return subprocess.run(
+            cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+        )
+    finally:
+        Path(f"{site_dir}.tmp").parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(tmp, f"{site_dir}.tmp")
 
 
 def child_config(tmp: Path, pages: dict[str, str], nav: list | None = None, extra: str = ""):
