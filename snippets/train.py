@@ -1,13 +1,14 @@
 # --8<-- [start:imports]
 """Train a small GPT on a text, one token per byte: `python train.py` on one process, or
-`torchrun --standalone --nproc-per-node 2 train.py` on two (FSDP2). Needs PyTorch 2.6 or later
-and a text (--data, default shakespeare.txt: https://gradient-flow.github.io/gradient-flow/train/
-serves it beside this file and walks through the code). `python train.py --help` lists the flags.
+`torchrun --standalone --nproc-per-node 2 train.py` on two (FSDP2). Needs PyTorch 2.7 or later,
+NumPy for checkpoints (torch.distributed sends objects with it), and a text: --data, by default
+shakespeare.txt, served beside this file by https://gradient-flow.github.io/gradient-flow/train/
 """
 
 import argparse
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -371,6 +372,8 @@ def append(path, record):  # one line of JSON, NaN and inf as null
 def run(cfg, device, stop):
     world, rank = dist.get_world_size(), dist.get_rank()
     train_data, val_data, text_sha256 = load_text(cfg)
+    if (cfg.save_every or cfg.max_seconds or cfg.resume) and not importlib.util.find_spec("numpy"):
+        raise RunError("checkpoints need NumPy, which torch.distributed uses: pip install numpy")
     model, low = build_model(cfg, init_device_mesh(device.type, (world,)), device)
     params = list(model.parameters())  # weight decay on the matrices, not on biases or LayerNorms
     groups = [{"params": [p for p in params if p.dim() >= 2]}]
@@ -459,7 +462,7 @@ def run(cfg, device, stop):
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="train.py",
-        description="Train a small GPT on a text, one token per byte. Needs PyTorch 2.6 or later.",
+        description="Train a small GPT on a text, one token per byte. Needs PyTorch 2.7 or later.",
         epilog="On two processes: torchrun --standalone --nproc-per-node 2 train.py [flags]",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )

@@ -437,7 +437,7 @@ def test_train_help_describes_every_flag_with_its_default(train, capsys):
     with pytest.raises(SystemExit):
         train.main(["--help"])
     text = capsys.readouterr().out
-    assert "Needs PyTorch 2.6 or later" in " ".join(text.split())
+    assert "Needs PyTorch 2.7 or later" in " ".join(text.split())
     options = re.split(r"\n  (?=-)", text.split("options:", 1)[1])
     entries = {e.split()[0].rstrip(","): " ".join(e.split()) for e in options if e.strip()}
     for f in train.dataclasses.fields(train.Config):
