@@ -1,4 +1,3 @@
-# --8<-- [start:imports]
 """Train a small GPT on a text, one token per byte: `python train.py` on one process, or
 `torchrun --standalone --nproc-per-node 2 train.py` on two (FSDP2). Needs PyTorch 2.7 or later,
 NumPy for checkpoints (torch.distributed sends objects with it), and a text: --data, by default
@@ -31,8 +30,6 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
 from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
 
-# --8<-- [end:imports]
-# --8<-- [start:config]
 PRECISIONS = ("fp32", "bf16", "fp16", "bf16-pure")
 CHECKPOINTING = ("none", "full", "selective")
 
@@ -55,7 +52,7 @@ class Config:
     warmup: int = flag(20, "steps of linear warmup, then cosine decay to lr/10")
     weight_decay: float = flag(0.1, "AdamW's decoupled weight decay, on matrices only")
     max_norm: float = flag(1.0, "clip the global gradient norm to this (0: no clipping)")
-    precision: str = flag("bf16", "-pure: no FP32 master weights", PRECISIONS)
+    precision: str = flag("bf16", "bf16-pure: no FP32 master weights", PRECISIONS)
     loss_scaling: bool = flag(True, "a GradScaler for fp16")
     checkpointing: str = flag("none", "activation checkpointing of each block", CHECKPOINTING)
     compile: bool = flag(False, "torch.compile each block")
@@ -82,17 +79,13 @@ class Config:
             if f.type in (int, float) and not (math.isfinite(value) and value >= low):
                 raise ValueError(f"{say} finite and at least {low:g}, got {value!r}")
         if self.hidden % self.n_heads:
-            raise ValueError(
-                f"Config: --hidden {self.hidden} must divide by --n-heads {self.n_heads}"
-            )
+            raise ValueError(f"Config: --hidden {self.hidden} is no multiple of --n-heads")
 
 
 class RunError(RuntimeError):
     """A run that must stop: the message says why and what to do."""
 
 
-# --8<-- [end:config]
-# --8<-- [start:data]
 def load_text(cfg):
     path = Path(cfg.data)
     if not path.is_absolute() and not path.exists():
@@ -133,8 +126,6 @@ def evaluate(model, data, cfg, low):
     return total.item() / n
 
 
-# --8<-- [end:data]
-# --8<-- [start:model]
 class Block(nn.Module):
     def __init__(self, cfg):
         super().__init__()
@@ -168,7 +159,6 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
 
 
-# --8<-- [end:model]
 # --8<-- [start:init]
 def init_weights(model, cfg, device):  # GPT-2's, the same on any number of processes
     g = torch.Generator(device).manual_seed(cfg.seed)
@@ -247,32 +237,24 @@ def train_step(model, opt, scaler, data, cfg, step, taken, low):
 
 
 # --8<-- [end:step]
-# --8<-- [start:files]
-def state_of(model, opt, scaler):
-    model_state, optim_state = get_state_dict(model, opt)
-    return {"model": model_state, "optim": optim_state, "scaler": scaler.state_dict()}
-
-
 def complete(ckpt_dir):  # finished checkpoints, oldest first (a save renames its folder last)
     found = [p.parent for p in Path(ckpt_dir).glob("step-*/manifest.json")]
     return sorted((p for p in found if p.name[5:].isdigit()), key=lambda p: int(p.name[5:]))
 
 
-def sha256(path):  # of a file, once it is on disk
-    fsync(path)
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(partial(f.read, 1 << 24), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def checksums(folder, names):  # each rank reads its share of the files
-    rank, world = dist.get_rank(), dist.get_world_size()
-    mine = {n: sha256(folder / n) for n in names[rank::world] if (folder / n).is_file()}
-    every = [None] * world
+def checksums(folder, names):  # each rank hashes its share of the files, once they are on disk
+    mine = {}
+    for name in names[dist.get_rank() :: dist.get_world_size()]:
+        if (folder / name).is_file():
+            fsync(folder / name)
+            with open(folder / name, "rb") as f:
+                h = hashlib.sha256()
+                for chunk in iter(partial(f.read, 1 << 24), b""):
+                    h.update(chunk)
+            mine[name] = h.hexdigest()
+    every = [None] * dist.get_world_size()
     dist.all_gather_object(every, mine)
-    return {name: s for part in every for name, s in part.items()}
+    return {name: digest for part in every for name, digest in part.items()}
 
 
 def fsync(path):  # a file or a folder
@@ -281,7 +263,6 @@ def fsync(path):  # a file or a folder
     os.close(fd)
 
 
-# --8<-- [end:files]
 # --8<-- [start:save]
 def save(cfg, run_id, model, opt, scaler, step, counts):
     final = Path(cfg.ckpt_dir) / f"step-{step:06d}"
@@ -295,7 +276,9 @@ def save(cfg, run_id, model, opt, scaler, step, counts):
     if rank == 0:
         shutil.rmtree(tmp, ignore_errors=True)  # what a save cut short left behind
     dist.barrier()
-    dcp.save(state_of(model, opt, scaler), checkpoint_id=tmp)
+    model_state, optim_state = get_state_dict(model, opt)
+    state = {"model": model_state, "optim": optim_state, "scaler": scaler.state_dict()}
+    dcp.save(state, checkpoint_id=tmp)
     files = checksums(tmp, sorted(os.listdir(tmp)))  # every rank's files are written by now
     if rank == 0:
         manifest = dict(step=step, counts=counts, run=run_id, files=files, torch=torch.__version__)
@@ -313,13 +296,15 @@ def save(cfg, run_id, model, opt, scaler, step, counts):
 
 
 # --8<-- [end:save]
-# --8<-- [start:load]
 def load(cfg, run_id, model, opt, scaler):
     saved = complete(cfg.ckpt_dir)
     if not saved:
         raise RunError(f"--resume: {cfg.ckpt_dir!r} holds no complete checkpoint")
     path, before = saved[-1], saved[-2].name if len(saved) > 1 else "the start"
-    manifest = json.loads((path / "manifest.json").read_text())
+    try:
+        manifest = json.loads((path / "manifest.json").read_text())
+    except ValueError:  # flipped bits, or not text
+        raise RunError(f"--resume: {path}/manifest.json is damaged; delete {path}") from None
     then = manifest["run"]
     if differ := sorted(k for k in run_id.keys() | then.keys() if run_id.get(k) != then.get(k)):
         was, now = (", ".join(f"{k} {d.get(k)!r}" for k in differ) for d in (then, run_id))
@@ -333,15 +318,14 @@ def load(cfg, run_id, model, opt, scaler):
             f"--resume: {path / damaged[0]} differs from the checksum recorded when it was "
             f"saved: the checkpoint is damaged. Delete {path} to resume from {before}"
         )
-    state = state_of(model, opt, scaler)
+    model_state, optim_state = get_state_dict(model, opt)
+    state = {"model": model_state, "optim": optim_state, "scaler": scaler.state_dict()}
     dcp.load(state, checkpoint_id=path)
     set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
     scaler.load_state_dict(state["scaler"])
     return manifest["step"], manifest["counts"]
 
 
-# --8<-- [end:load]
-# --8<-- [start:loop]
 WARM_STEPS = 2  # a run's first steps (compilation, allocation) are not timed
 # the fields a resumed run may change: they steer the run, not what it computes
 STEERING = "data micro_batch accum_steps checkpointing compile eval_every print_every log_file"
@@ -364,6 +348,7 @@ def train(cfg, stop=None):
 
 
 def append(path, record):  # one line of JSON, NaN and inf as null
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     finite = {k: None if v != v or v in (math.inf, -math.inf) else v for k, v in record.items()}
     with open(path, "a") as f:
         print(json.dumps(finite), file=f)
@@ -457,7 +442,6 @@ def run(cfg, device, stop):
     return summary | {"log": log}
 
 
-# --8<-- [end:loop]
 # --8<-- [start:main]
 def main(argv=None):
     parser = argparse.ArgumentParser(
