@@ -127,3 +127,20 @@ def test_help_text_lists_every_flag():
 def test_autocast_dtypes_name_a_dtype_per_op():
     assert set(page.autocast_dtypes()) == {"softmax", "layer_norm", "cross_entropy"}
     assert page.autocast_dtypes()["cross_entropy"] == "float32"
+
+
+def test_one_process_shows_the_command_and_its_output_without_speeds(cfg):
+    runs = runs_for(cfg)
+    runs["commands"] = ["python train.py --steps 2", "torchrun ... train.py --steps 2"]
+    runs["one"]["stdout"] = "step 2, loss 5, tokens_per_s 123.4, skipped 0\n"
+    assert page.one_process(runs) == (
+        "```console\n$ python train.py --steps 2\nstep 2, loss 5, tokens_per_s …, skipped 0\n```"
+    )
+    two = page.two_processes(runs)
+    assert two.startswith("```console\n$ torchrun ... train.py --steps 2\n```\n\n| step |")
+
+
+def test_resume_config_is_the_small_run_in_fp16():
+    cfg = page.resume_config()
+    assert (cfg.precision, cfg.n_layers, cfg.steps) == ("fp16", page.SMALL["n_layers"], 8)
+    assert 1 <= page.SAVE_AT < cfg.steps

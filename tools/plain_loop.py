@@ -114,7 +114,15 @@ def paired(flags: list[str], pairs: int) -> list[tuple[float, float]]:
         for i in range(pairs):
             log = Path(tmp) / f"train-{i}.jsonl"
             ckpt = ["--ckpt-dir", str(Path(tmp) / f"ckpt-{i}")]
-            the_script = [sys.executable, str(SCRIPT), *flags, *quiet, *ckpt, "--log-file", str(log)]
+            the_script = [
+                sys.executable,
+                str(SCRIPT),
+                *flags,
+                *quiet,
+                *ckpt,
+                "--log-file",
+                str(log),
+            ]
             the_loop = [sys.executable, "-m", "tools.plain_loop", "--plain", "--", *flags]
             speeds = {}
             for name, command in [("script", the_script), ("loop", the_loop)][:: 1 - 2 * (i % 2)]:

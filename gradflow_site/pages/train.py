@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import importlib.util
 import io
+import math
 import os
 import re
 import resource
@@ -46,6 +47,15 @@ __all__ = [
     "stop_and_resume",
     "resume_gap",
     "refusals",
+    "refusal_block",
+    "one_process",
+    "two_processes",
+    "small",
+    "resume_config",
+    "UNIFORM_LOSS",
+    "SMALL",
+    "RESUME",
+    "SAVE_AT",
     "build_memory",
     "autocast_dtypes",
     "help_text",
@@ -55,6 +65,12 @@ __all__ = [
 ]
 
 SCRIPT = Path(__file__).resolve().parents[2] / "snippets" / "train.py"
+# the page's runs: a 2-block, 64-wide GPT for 8 steps in FP32, progress every step
+SMALL = dict(n_layers=2, hidden=64, seq_len=64, steps=8, precision="fp32", eval_every=4)
+SMALL |= dict(print_every=1)
+RESUME = dict(precision="fp16", lr=3e-2, warmup=2, print_every=10)  # FP16 that overflows
+SAVE_AT = 6  # the step after which the stopped run saved
+UNIFORM_LOSS = math.log(256)  # cross-entropy of a uniform guess over the 256 byte values
 TIMEOUT_S = 300.0
 FLIPPED = 4096  # bytes whose bits `refusals` flips in a checkpoint file
 
@@ -67,6 +83,16 @@ def script():
         sys.modules["train"] = module
         spec.loader.exec_module(module)
     return sys.modules["train"]
+
+
+def small():
+    """Return the page's Config (SMALL)."""
+    return script().Config(**SMALL)
+
+
+def resume_config():
+    """Return the Config of the page's stopped and resumed run (SMALL with RESUME)."""
+    return script().Config(**SMALL | RESUME)
 
 
 def text_bytes() -> int:
@@ -220,7 +246,19 @@ def stop_and_resume(cfg, save_at: int) -> dict:
     if [r["step"] for r in two] != list(range(save_at, cfg.steps)) or one[0]["step"] != save_at:
         raise RuntimeError("stop_and_resume: a resumed run did not start at the saved step")
     commands = [command(dataclasses.replace(r, ckpt_dir="ckpt"), w) for r, w in runs[:2]]
-    return {"full": full, "two": two, "one": one[0], "commands": commands}
+    out = {"full": full, "two": two, "one": one[0], "commands": commands}
+    out["skipped"] = [r["step"] for r in full if r["skipped"]]
+    out["gap"] = resume_gap(out)
+    out["one_gap"] = abs(one[0]["loss"] - full[save_at]["loss"])
+    keys = ("lr", "loss_scale")
+    same_state = all(one[0][k] == full[save_at][k] for k in keys)
+    if not (out["skipped"] and max(out["skipped"]) < save_at and out["gap"] == 0 and same_state):
+        raise RuntimeError(  # what the page says of these runs
+            f"stop_and_resume: expected skipped steps before the save, a resumed run equal to "
+            f"the uninterrupted one and the saved lr and scale on one process, got skipped "
+            f"{out['skipped']}, gap {out['gap']}, one process {one[0]}"
+        )
+    return out
 
 
 def resume_gap(runs: dict, keys=("loss", "grad_norm", "lr", "loss_scale")) -> float:
@@ -315,6 +353,22 @@ def autocast_dtypes() -> dict[str, str]:
             "cross_entropy": torch.nn.functional.cross_entropy(x, target),
         }
     return {k: str(v.dtype).removeprefix("torch.") for k, v in out.items()}
+
+
+def refusal_block(cfg) -> str:
+    """Return what `refusals(cfg)` printed, as a console block (cfg runs 4 steps)."""
+    messages = refusals(dataclasses.replace(cfg, steps=4, print_every=0)).values()
+    return console([], "\n".join(messages))
+
+
+def one_process(runs: dict) -> str:
+    """Return the one-process command of `runs` and what it printed (speeds elided)."""
+    return console(runs["commands"][:1], masked(runs["one"]["stdout"]))
+
+
+def two_processes(runs: dict) -> str:
+    """Return the two-process command of `runs` and the table of both runs' losses."""
+    return console(runs["commands"][1:]) + "\n\n" + trajectory_table(runs)
 
 
 def help_text() -> str:
