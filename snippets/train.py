@@ -16,6 +16,7 @@ import shutil
 import signal
 import threading
 import time
+import warnings
 from functools import partial
 from pathlib import Path
 
@@ -86,6 +87,14 @@ class RunError(RuntimeError):
     """A run that must stop: the message says why and what to do."""
 
 
+def ranks():  # (rank, world): under torchrun its process group's; alone, a world of one
+    return (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+
+
+def collective(name, *args, **kwargs):  # torch.distributed's `name`; alone, nothing to exchange
+    return getattr(dist, name)(*args, **kwargs) if dist.is_initialized() else None
+
+
 def load_text(cfg):
     path = Path(cfg.data)
     if not path.is_absolute() and not path.exists():
@@ -115,14 +124,14 @@ def batch(data, cfg, step, micro, rank, world, device):
 
 @torch.no_grad()
 def evaluate(model, data, cfg, low):
-    rank, world, device = dist.get_rank(), dist.get_world_size(), next(model.parameters()).device
+    (rank, world), device = ranks(), next(model.parameters()).device
     fixed = torch.Generator().manual_seed(0)  # the same 32 sequences for every run and seed
     n = max(32, world)  # sequences, split across the ranks
     starts = torch.randint(len(data) - cfg.seq_len - 1, (n,), generator=fixed)[rank::world]
     tokens = torch.stack([data[s : s + cfg.seq_len + 1] for s in starts]).to(device)
     with torch.autocast(device.type, dtype=low or torch.float32, enabled=low is not None):
         total = model(tokens[:, :-1], tokens[:, 1:]) * len(starts)
-    dist.all_reduce(total)
+    collective("all_reduce", total)
     return total.item() / n
 
 
@@ -175,7 +184,7 @@ def init_weights(model, cfg, device):  # GPT-2's, the same on any number of proc
             p.copy_(full)
 
 
-def build_model(cfg, mesh, device):
+def build_model(cfg, world, device):
     with torch.device("meta"):  # shapes only, no memory
         model = GPT(cfg)
     if cfg.precision == "bf16-pure":
@@ -187,7 +196,8 @@ def build_model(cfg, mesh, device):
         for block in model.layers:
             block.forward = partial(checkpoint, block.forward, use_reentrant=False, **kw)
     low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
-    if mesh.size() > 1:  # one process has nothing to shard: it trains the module as it is
+    if world > 1:  # one process has nothing to shard: it trains the module as it is
+        mesh = init_device_mesh(device.type, (world,))  # the ranks that share the model
         policy = MixedPrecisionPolicy(param_dtype=low, reduce_dtype=torch.float32)
         for module in (*model.layers, model):  # every block, then the rest (embeddings, ln_f)
             fully_shard(module, mesh=mesh, mp_policy=policy)
@@ -208,7 +218,7 @@ def lr_at(cfg, taken):
 
 
 def train_step(model, opt, scaler, data, cfg, step, taken, low):
-    rank, world, device = dist.get_rank(), dist.get_world_size(), next(model.parameters()).device
+    (rank, world), device = ranks(), next(model.parameters()).device
     lr = lr_at(cfg, taken)  # taken: the updates made so far, skipped steps not counted
     for group in opt.param_groups:
         group["lr"] = lr
@@ -225,7 +235,7 @@ def train_step(model, opt, scaler, data, cfg, step, taken, low):
     scaler.unscale_(opt)
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_norm or math.inf)
     norm = norm.full_tensor() if isinstance(norm, DTensor) else norm  # over every rank's slice
-    dist.all_reduce(total)
+    collective("all_reduce", total)
     loss, norm = torch.stack([total / world, norm.float()]).tolist()
     finite = math.isfinite(loss) and math.isfinite(norm)  # the same verdict on every rank
     scale = scaler.get_scale()  # 1.0 without a scaler
@@ -244,7 +254,8 @@ def complete(ckpt_dir):  # finished checkpoints, oldest first (a save renames it
 
 def checksums(folder, names):  # each rank hashes its share of the files, once they are on disk
     mine = {}
-    for name in names[dist.get_rank() :: dist.get_world_size()]:
+    rank, world = ranks()
+    for name in names[rank::world]:
         if (folder / name).is_file():
             fsync(folder / name)
             with open(folder / name, "rb") as f:
@@ -252,9 +263,15 @@ def checksums(folder, names):  # each rank hashes its share of the files, once t
                 for chunk in iter(partial(f.read, 1 << 24), b""):
                     h.update(chunk)
             mine[name] = h.hexdigest()
-    every = [None] * dist.get_world_size()
-    dist.all_gather_object(every, mine)
+    every = [mine] * world
+    collective("all_gather_object", every, mine)
     return {name: digest for part in every for name, digest in part.items()}
+
+
+def alone(io, state, path):  # dcp.save or dcp.load; without a process group, quietly alone
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "torch.distributed is disabled, unavailable or uninit")
+        return io(state, checkpoint_id=path, no_dist=not dist.is_initialized())
 
 
 def fsync(path):  # a file or a folder
@@ -266,19 +283,19 @@ def fsync(path):  # a file or a folder
 # --8<-- [start:save]
 def save(cfg, run_id, model, opt, scaler, step, counts):
     final = Path(cfg.ckpt_dir) / f"step-{step:06d}"
-    tmp, rank = final.with_name(final.name + ".tmp"), dist.get_rank()
+    tmp, rank = final.with_name(final.name + ".tmp"), ranks()[0]
     held = [*model.parameters(), *(s for st in opt.state.values() for s in st.values())]
     held = [t.to_local() if isinstance(t, DTensor) else t for t in held]  # this rank's slices
     bad = torch.tensor(float(not all(t.isfinite().all() for t in held)))
-    dist.all_reduce(bad, op=dist.ReduceOp.MAX)
+    collective("all_reduce", bad, op=dist.ReduceOp.MAX)
     if bad.item():
         raise RunError(f"step {step}: the model or AdamW holds inf or NaN; not saved")
     if rank == 0:
         shutil.rmtree(tmp, ignore_errors=True)  # what a save cut short left behind
-    dist.barrier()
+    collective("barrier")
     model_state, optim_state = get_state_dict(model, opt)
     state = {"model": model_state, "optim": optim_state, "scaler": scaler.state_dict()}
-    dcp.save(state, checkpoint_id=tmp)
+    alone(dcp.save, state, tmp)
     files = checksums(tmp, sorted(os.listdir(tmp)))  # every rank's files are written by now
     if rank == 0:
         manifest = dict(step=step, counts=counts, run=run_id, files=files, torch=torch.__version__)
@@ -291,7 +308,7 @@ def save(cfg, run_id, model, opt, scaler, step, counts):
         fsync(final.parent)
         for old in complete(cfg.ckpt_dir)[: -cfg.keep]:
             shutil.rmtree(old)
-    dist.barrier()
+    collective("barrier")
     return final
 
 
@@ -320,7 +337,7 @@ def load(cfg, run_id, model, opt, scaler):
         )
     model_state, optim_state = get_state_dict(model, opt)
     state = {"model": model_state, "optim": optim_state, "scaler": scaler.state_dict()}
-    dcp.load(state, checkpoint_id=path)
+    alone(dcp.load, state, path)
     set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
     scaler.load_state_dict(state["scaler"])
     return manifest["step"], manifest["counts"]
@@ -338,13 +355,13 @@ def train(cfg, stop=None):
         device = f"cuda:{os.environ.get('LOCAL_RANK', 0)}"
         torch.cuda.set_device(device)
     device, gpu = torch.device(device), device != "cpu"  # NCCL binds each rank to its GPU
-    # torchrun sets RANK and the rendezvous; python train.py alone is a world of one process
-    alone = {} if "RANK" in os.environ else dict(store=dist.HashStore(), rank=0, world_size=1)
-    dist.init_process_group("nccl" if gpu else "gloo", device_id=device if gpu else None, **alone)
+    if "RANK" in os.environ:  # torchrun's, with the rendezvous; python train.py runs alone
+        dist.init_process_group("nccl" if gpu else "gloo", device_id=device if gpu else None)
     try:
         return run(cfg, device, stop or threading.Event())
     finally:
-        dist.destroy_process_group()
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def append(path, record):  # one line of JSON, NaN and inf as null
@@ -355,11 +372,12 @@ def append(path, record):  # one line of JSON, NaN and inf as null
 
 
 def run(cfg, device, stop):
-    world, rank = dist.get_world_size(), dist.get_rank()
+    rank, world = ranks()
     train_data, val_data, text_sha256 = load_text(cfg)
-    if (cfg.save_every or cfg.max_seconds or cfg.resume) and not importlib.util.find_spec("numpy"):
+    saves = dist.is_initialized() and (cfg.save_every or cfg.max_seconds or cfg.resume)
+    if saves and not importlib.util.find_spec("numpy"):
         raise RunError("checkpoints need NumPy, which torch.distributed uses: pip install numpy")
-    model, low = build_model(cfg, init_device_mesh(device.type, (world,)), device)
+    model, low = build_model(cfg, world, device)
     params = list(model.parameters())  # weight decay on the matrices, not on biases or LayerNorms
     groups = [{"params": [p for p in params if p.dim() >= 2]}]
     groups += [{"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
@@ -373,9 +391,7 @@ def run(cfg, device, stop):
         if rank == 0 and start == cfg.steps:
             print(f"the run in {cfg.ckpt_dir} finished at step {start}: nothing to train")
     elif complete(cfg.ckpt_dir):
-        raise RunError(
-            f"{cfg.ckpt_dir} holds checkpoints: --resume them, or use another --ckpt-dir"
-        )
+        raise RunError(f"{cfg.ckpt_dir} holds checkpoints: --resume, or use another --ckpt-dir")
     tokens = cfg.accum_steps * world * cfg.micro_batch * cfg.seq_len  # per step
     h, n = cfg.hidden, cfg.n_layers  # FLOPs per token: 6 per matrix weight, attention in full
     flops = 6 * (12 * n * h * h + 256 * h) + 12 * n * cfg.seq_len * h
@@ -386,7 +402,7 @@ def run(cfg, device, stop):
         counts = {k: v + record.get(k, not record["skipped"]) for k, v in counts.items()}
         in_a_row = in_a_row + 1 if record["skipped"] else 0
         halt = torch.tensor([float(0 < cfg.max_seconds < time.perf_counter() - t0), stop.is_set()])
-        dist.all_reduce(halt, op=dist.ReduceOp.MAX)  # one decision for every rank
+        collective("all_reduce", halt, op=dist.ReduceOp.MAX)  # one decision for every rank
         last = step == cfg.steps - 1 or halt.any().item()
         times += [time.perf_counter() - t] if step >= start + WARM_STEPS else []  # no eval, save
         if (step + 1) % cfg.eval_every == 0 or last:
@@ -435,9 +451,9 @@ def run(cfg, device, stop):
     for r in range(world):  # one rank after the other, so that their lines do not interleave
         if r == rank and cfg.print_every:
             print(f"rank {rank}/{world}: {held} B of params, grads, AdamW states; peak {peak} MiB")
-        dist.barrier()
+        collective("barrier")
     if rank == 0 and cfg.print_every and speed:
-        mfu_text = f", MFU {mfu:.1%}" if mfu else ""
+        mfu_text = f", MFU {mfu:.1%}" if mfu else ""  # where --peak-flops was given
         print(f"steps after the first {WARM_STEPS}: {speed:,.0f} tokens/s{mfu_text}")
     return summary | {"log": log}
 

@@ -310,16 +310,14 @@ def refusals(cfg) -> dict:
 
 def _memory_rank(rank: int, world_size: int, fields: dict) -> dict:
     import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor
 
     train = script()
     cfg = train.Config(**fields)
     dist.init_process_group("gloo")
     try:
-        mesh = init_device_mesh("cpu", (world_size,))
         before = _resident()
-        model = train.build_model(cfg, mesh, torch.device("cpu"))[0]
+        model = train.build_model(cfg, world_size, torch.device("cpu"))[0]
         grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
         shard = sum(
             (p.to_local() if isinstance(p, DTensor) else p).nbytes for p in model.parameters()
