@@ -1,7 +1,8 @@
 """Train a small GPT on a text, one token per byte: `python train.py` on one process, or
-`torchrun --standalone --nproc-per-node 2 train.py` on two (FSDP2). Needs PyTorch 2.7 or later,
-NumPy for checkpoints (torch.distributed sends objects with it), and a text: --data, by default
-shakespeare.txt, served beside this file by https://gradient-flow.github.io/gradient-flow/train/
+`torchrun --standalone --nproc-per-node 2 train.py` on two (FSDP2). Needs PyTorch 2.7 or later
+(and NumPy for checkpoints under torchrun: torch.distributed sends objects with it) and a text:
+--data, by default shakespeare.txt, which https://gradient-flow.github.io/gradient-flow/train/
+serves beside this file.
 """
 
 import argparse
@@ -376,7 +377,7 @@ def run(cfg, device, stop):
     train_data, val_data, text_sha256 = load_text(cfg)
     saves = dist.is_initialized() and (cfg.save_every or cfg.max_seconds or cfg.resume)
     if saves and not importlib.util.find_spec("numpy"):
-        raise RunError("checkpoints need NumPy, which torch.distributed uses: pip install numpy")
+        raise RunError("checkpoints under torchrun need NumPy: pip install numpy")
     model, low = build_model(cfg, world, device)
     params = list(model.parameters())  # weight decay on the matrices, not on biases or LayerNorms
     groups = [{"params": [p for p in params if p.dim() >= 2]}]
