@@ -10,6 +10,11 @@ checkpoints, evaluation or guards. Each pair runs the script and the loop as sep
 one after the other (the order alternates from pair to pair), each timing its own steps after
 the first two (compilation, allocation) and nothing else. The figure is the median, over the
 pairs, of each pair's ratio: pairing keeps the ratio meaningful while the machine's speed drifts.
+
+On a shared machine the wall clock also counts the time a process waited for a core. `--cpu`
+compares CPU seconds instead: each side trains `--steps` (once to warm the process up, then
+again) and three times as many in one process, and the difference of the last two runs' CPU time
+(time.process_time) is the cost of the extra steps, whatever was set up or evaluated once.
 """
 
 from __future__ import annotations
@@ -96,6 +101,24 @@ def plain_loop(cfg) -> dict:
     return {"losses": losses, "tokens_per_s": tokens / sum(times) if times else None}
 
 
+def cpu_per_step(kind: str, flags: list[str]) -> float:
+    """Return the CPU seconds per optimizer step of `kind` ("script" or "plain") in this process:
+    the CPU time of 3 * steps minus that of `steps` (after a first, warming run), over 2 * steps.
+    """
+    cfg = config(flags)
+    costs = []
+    for steps in (cfg.steps, cfg.steps, 3 * cfg.steps):  # the first warms this process up
+        run = dataclasses.replace(cfg, steps=steps, print_every=0, eval_every=10**9)
+        start = time.process_time()
+        if kind == "script":
+            with tempfile.TemporaryDirectory() as tmp:
+                script().train(dataclasses.replace(run, ckpt_dir=tmp))
+        else:
+            plain_loop(run)
+        costs.append(time.process_time() - start)
+    return (costs[2] - costs[1]) / (2 * cfg.steps)
+
+
 def _run(command: list[str]) -> subprocess.CompletedProcess:
     env = dict(os.environ, CUDA_VISIBLE_DEVICES=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
     env.pop("RANK", None)  # one process, whatever the shell holds
@@ -105,9 +128,12 @@ def _run(command: list[str]) -> subprocess.CompletedProcess:
     return result
 
 
-def paired(flags: list[str], pairs: int) -> list[tuple[float, float]]:
-    """Return (train.py tokens/s, plain loop tokens/s) for each pair, run one after the other."""
+def paired(flags: list[str], pairs: int, cpu: bool = False) -> list[tuple[float, float]]:
+    """Return (train.py tokens/s, plain loop tokens/s) for each pair, run one after the other
+    (per CPU second with `cpu`)."""
     cfg = config(flags)
+    if cpu:
+        return _paired_cpu(cfg, flags, pairs)
     quiet = ["--print-every", "0", "--eval-every", str(cfg.steps)]
     out = []
     with tempfile.TemporaryDirectory(prefix="plain-loop-") as tmp:
@@ -141,22 +167,45 @@ def paired(flags: list[str], pairs: int) -> list[tuple[float, float]]:
     return out
 
 
+def _paired_cpu(cfg, flags: list[str], pairs: int) -> list[tuple[float, float]]:
+    tokens = cfg.accum_steps * cfg.micro_batch * cfg.seq_len  # per step
+    out = []
+    for i in range(pairs):
+        speeds = {}
+        for kind in ("script", "plain")[:: 1 - 2 * (i % 2)]:
+            command = [sys.executable, "-m", "tools.plain_loop", "--cpu-of", kind, "--", *flags]
+            seconds = json.loads(_run(command).stdout.splitlines()[-1])["cpu_per_step"]
+            speeds[kind] = tokens / seconds
+        out.append((speeds["script"], speeds["plain"]))
+        print(
+            f"pair {i + 1}: train.py {speeds['script']:,.0f} tokens per CPU second, plain loop "
+            f"{speeds['plain']:,.0f}, ratio {speeds['script'] / speeds['plain']:.3f}",
+            flush=True,
+        )
+    return out
+
+
 def main(argv: list[str] | None = None) -> float | None:
     parser = argparse.ArgumentParser(
         description="tokens/s of snippets/train.py against a plain loop, one process, paired.",
         epilog="Flags after -- go to train.py (and the loop): -- --precision fp32 --steps 60",
     )
     parser.add_argument("--pairs", type=int, default=5, help="pairs of runs (default: 5)")
+    parser.add_argument("--cpu", action="store_true", help="compare CPU seconds, not wall time")
     parser.add_argument("--plain", action="store_true", help="run the plain loop once, alone")
+    parser.add_argument("--cpu-of", choices=("script", "plain"), help="one side of --cpu, alone")
     args, flags = parser.parse_known_args(argv)
     flags = [f for f in flags if f != "--"]
     if args.plain:
         result = plain_loop(config(flags))
         print(json.dumps(result))
         return None
+    if args.cpu_of:
+        print(json.dumps({"cpu_per_step": cpu_per_step(args.cpu_of, flags)}))
+        return None
     if args.pairs < 1:
         parser.error(f"--pairs must be at least 1, got {args.pairs}")
-    ratios = [a / b for a, b in paired(flags, args.pairs)]
+    ratios = [a / b for a, b in paired(flags, args.pairs, args.cpu)]
     median = statistics.median(ratios)
     print(f"median ratio train.py / plain loop over {len(ratios)} pairs: {median:.3f}")
     return median
