@@ -11,7 +11,7 @@ export NO_MKDOCS_2_WARNING := 1
 export MPLBACKEND := Agg
 export OMP_NUM_THREADS := 1
 
-.PHONY: help env serve build offline test repro bench gpu-wheels train freeze lighthouse screenshots linkcheck lock clean notebooks
+.PHONY: help env serve build offline test repro bench gpu-wheels train plain-loop freeze lighthouse screenshots linkcheck lock clean notebooks
 
 help:  ## list the tasks
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/'
@@ -64,9 +64,16 @@ bench: $(STAMP)  ## print clean/rebuild build times, test-suite time and page si
 gpu-wheels: $(STAMP)  ## download into wheels/ what tools.bench_gpu needs beyond torch on a GPU host (torchao)
 	$(BIN)/python -m tools.bench_gpu --stage-wheels wheels
 
-# every core (the other tasks pin one thread); TRAIN_ARGS="--precision fp32" etc. adds flags
+# every core (the other tasks pin one thread); TRAIN_ARGS="--precision fp32" etc. adds flags;
+# a fresh run each time: its checkpoint (saved when the minute is up) and log go to build/train
 train: $(STAMP)  ## train the guide's GPT for a minute with snippets/train.py: tokens/s, loss, peak memory
-	env -u OMP_NUM_THREADS $(BIN)/python snippets/train.py --max-seconds 60 $(TRAIN_ARGS)
+	rm -rf build/train
+	env -u OMP_NUM_THREADS $(BIN)/python snippets/train.py --max-seconds 60 \
+		--ckpt-dir build/train --log-file build/train/log.jsonl $(TRAIN_ARGS)
+
+# PLAIN_LOOP_ARGS="--pairs 7 -- --precision fp32" etc.; one thread, as the comparison in the issue
+plain-loop: $(STAMP)  ## tokens/s of snippets/train.py against a plain PyTorch loop on one process, paired runs
+	$(BIN)/python -m tools.plain_loop $(PLAIN_LOOP_ARGS)
 
 # one experiment at a time, one thread each (tools/freeze.py); NAMES="a b" reruns only those
 freeze: $(STAMP)  ## rerun the frozen experiments (tools/experiments/) and rewrite results/frozen/

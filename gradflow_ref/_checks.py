@@ -119,7 +119,9 @@ def boolean(func: str, name: str, value, fix: str = "") -> bool:
 
 def choice(func: str, name: str, value, options, fix: str = ""):
     """Return `value` if it is one of `options` (bools never match ints), else raise ValueError."""
-    if isinstance(value, bool) or value not in tuple(options):
+    # identity or equality of the same type: a tensor or a bool never compares as an option
+    found = any(value is o or (type(value) is type(o) and value == o) for o in options)
+    if not found:
         listed = ", ".join(repr(o) for o in options)
         raise ValueError(f"{func}: `{name}` must be one of {listed}, got {value!r:.60}.{_fix(fix)}")
     return value

@@ -300,9 +300,15 @@ def flat_grad(model: nn.Module) -> torch.Tensor:
     Raises:
         TypeError: `model` is not an nn.Module.
         ValueError: `model` has no parameters.
+        RuntimeError: no parameter has a gradient yet (backward has not run).
     """
     if not list(_module("flat_grad", model).parameters()):
         raise ValueError("flat_grad: `model` has no parameters, so there is no gradient to read.")
+    if all(p.grad is None for p in model.parameters()):
+        raise RuntimeError(
+            "flat_grad: no parameter of `model` has a gradient (every .grad is None); run "
+            "loss.backward() first, or accumulate_grad_ / big_batch_grad_."
+        )
     return torch.cat(
         [
             (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
@@ -408,8 +414,8 @@ class NoiseCurve:
             values = _checks.instance("NoiseCurve", name, getattr(self, name), list)
             if len(values) != len(self.ns):
                 raise ValueError(
-                    f"NoiseCurve: `{name}` must hold one value per N ({len(self.ns)}), "
-                    f"got {len(values)}."
+                    f"NoiseCurve: `{name}` and `ns` must be as long as each other (one value "
+                    f"per N), got {len(values)} values for the {len(self.ns)} N in `ns`."
                 )
             for v in values:
                 _checks.real("NoiseCurve", name, v, low=0, strict=False)
@@ -438,10 +444,11 @@ def gradient_noise(
     _checks.count(func, "micro_batch_tokens", micro_batch_tokens, fix="Pass e.g. 4.")
     _checks.count(func, "pool_tokens", pool_tokens, fix="Pass the pool size, e.g. 4096.")
     _task(func, cfg, seed)
-    if max(ns) > _LOOPS:
+    if sum(ns) * n_seeds > _LOOPS:  # every micro-batch of every N, n_seeds times
         raise ValueError(
-            f"{func}: every entry of `ns` must be at most {_LOOPS} micro-batches (each one a "
-            f"forward and backward pass, {n_seeds} times), got {_checks._show(max(ns))}."
+            f"{func}: `ns` and `n_seeds` ask for sum(ns) * n_seeds = "
+            f"{_checks._show(sum(ns) * n_seeds)} forward and backward passes, more than "
+            f"{_LOOPS}; pass fewer or smaller N (e.g. (1, 2, 4, 8, 16)) or fewer seeds."
         )
     model = make_model(cfg, seed)
     pool = make_micro_batches([pool_tokens], cfg, seed)

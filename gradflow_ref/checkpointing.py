@@ -26,6 +26,9 @@ __all__ = [
     "segment_model",
 ]
 
+_MAX_LAYERS = 10_000  # mlp's deepest: a Python loop builds every layer before any work
+_MAX_WIDTH = 65_536  # mlp's widest: each layer holds width**2 weights
+
 
 def checkpoint(function, *args, use_reentrant=False, preserve_rng_state=True, **kwargs):
     """Run `function(*args, **kwargs)` keeping none of its intermediates; recompute them later.
@@ -108,6 +111,8 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=False, **kwa
     _checks.instance(func, "input", input, torch.Tensor, fix)
     if not functions:
         raise ValueError(f"{func}: `functions` must hold at least one layer, got none.")
+    for i, f in enumerate(functions):
+        _checks.callable_(func, f"functions[{i}]", f, "Each layer is a module or a function.")
     fix = f"Pass between 1 and the number of layers ({len(functions)}); 1 checkpoints nothing."
     _checks.integer(func, "segments", segments, fix=fix)
     _checks.boolean(func, "use_reentrant", use_reentrant)
@@ -191,6 +196,10 @@ class count_forwards:
         fix = "Pass a list of layers; wrap a single module as [module]."
         _checks.instance("count_forwards", "modules", modules, Iterable, fix)
         self.modules = list(modules)
+        if not self.modules:
+            raise ValueError(
+                f"count_forwards: `modules` is empty, so it would count nothing. {fix}"
+            )
         for m in self.modules:
             _checks.instance("count_forwards", "modules", m, nn.Module, "pass a list of layers.")
         self.count = 0  # forward calls of the given modules so far
@@ -243,6 +252,11 @@ def measure(forward: Callable[[], torch.Tensor], layers: Iterable[nn.Module]) ->
     _checks.callable_("measure", "forward", forward, "Pass e.g. lambda: model(x).")
     _checks.instance("measure", "layers", layers, Iterable, "Pass a list of layers.")
     layers = list(layers)
+    if not layers:
+        raise ValueError(
+            "measure: `layers` is empty, so the forwards and recomputations would count nothing; "
+            "pass the model's layers, e.g. list(model)."
+        )
     for i, layer in enumerate(layers):
         _checks.instance("measure", f"layers[{i}]", layer, nn.Module, "Pass a list of layers.")
     cuda = torch.cuda.is_available()
@@ -275,12 +289,15 @@ def mlp(n_layers, width, *, seed=0, device=None, dtype=None) -> nn.Sequential:
     """Build an `n_layers`-deep MLP of (Linear(width, width), ReLU) blocks, seeded.
 
     Raises:
-        TypeError / ValueError: `n_layers` or `width` is not an int >= 1, `seed` not an int
-            >= 0, `dtype` not a floating dtype, or `device` no device of this machine.
+        TypeError / ValueError: `n_layers` not an int from 1 to 10,000, `width` not one from 1
+            to 65,536, `seed` not an int from 0 to 2**63 - 1, `dtype` not a floating dtype, or
+            `device` no device of this machine.
     """
-    _checks.integer("mlp", "n_layers", n_layers, fix="An MLP needs at least one layer.")
-    _checks.integer("mlp", "width", width, fix="Every layer needs at least one feature.")
-    _checks.integer("mlp", "seed", seed, low=0)
+    fix = "The guide's MLPs have 2 to 64 layers."
+    _checks.count("mlp", "n_layers", n_layers, high=_MAX_LAYERS, fix=fix)
+    fix = "Every layer is a width x width matrix; the guide's are 64 to 1024 wide."
+    _checks.count("mlp", "width", width, high=_MAX_WIDTH, fix=fix)
+    _checks.count("mlp", "seed", seed, low=0, fix="torch.manual_seed takes 0 to 2**63 - 1.")
     if dtype is not None:
         _checks.dtype("mlp", "dtype", dtype)
     _checks.device("mlp", "device", device)

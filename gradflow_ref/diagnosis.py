@@ -32,13 +32,32 @@ class StepRecord:
     nonfinite_forward: str | None = None  # first module, in forward order, to output inf/NaN
     nonfinite_grad: str | None = None  # first layer, in backward order, to get an inf/NaN gradient
 
+    def __post_init__(self) -> None:
+        _checks.count("StepRecord", "step", self.step, low=0)
+        _checks.number("StepRecord", "loss", self.loss)  # inf or NaN: what a monitor records
+        _checks.number("StepRecord", "grad_norm", self.grad_norm)
+        _checks.number("StepRecord", "loss_scale", self.loss_scale)
+        if not self.loss_scale > 0:
+            raise ValueError(f"StepRecord: `loss_scale` must be positive, got {self.loss_scale!r}.")
+        _checks.boolean("StepRecord", "clipped", self.clipped)
+        _checks.boolean("StepRecord", "skipped", self.skipped)
+        for name in ("layer_norms", "update_ratio"):
+            norms = _checks.instance("StepRecord", name, getattr(self, name), dict)
+            for key, value in norms.items():
+                _checks.instance("StepRecord", f"{name} key", key, str, "Module names.")
+                _checks.number("StepRecord", f"{name}[{key!r}]", value)
+        for name in ("nonfinite_forward", "nonfinite_grad"):
+            if getattr(self, name) is not None:
+                _checks.instance("StepRecord", name, getattr(self, name), str, "A name or None.")
+
 
 class Monitor:
     """Record one StepRecord per optimizer step of `model`, from hooks and two calls per step.
 
     Call `grads(loss)` after `backward()` (and `scaler.unscale_(opt)` with FP16), before clipping
     and `optimizer.step()`; call `step()` right after `optimizer.step()` (and `scaler.update()`).
-    States: READY (waiting for grads) and GRADS (waiting for step); calls in another order raise.
+    States: READY (waiting for grads), GRADS (waiting for step) and REMOVED (hooks gone, after
+    remove()); calls in another order raise, and a call that raises changes nothing.
 
     Args:
         model: the module whose parameters the optimizer updates.
@@ -59,7 +78,7 @@ class Monitor:
         True
     """
 
-    READY, GRADS = "READY", "GRADS"
+    READY, GRADS, REMOVED = "READY", "GRADS", "REMOVED"
 
     def __init__(self, model: nn.Module, max_norm: float | None = None, scaler=None):
         _checks.instance("Monitor", "model", model, nn.Module)
@@ -120,14 +139,24 @@ class Monitor:
                 loss scale); None reads it from the Monitor's scaler, or 1.0 without one.
 
         Raises:
-            RuntimeError: grads() was already called since the last step().
+            TypeError / ValueError: `loss` not a one-element tensor, `scale` not positive.
+            RuntimeError: grads() was already called since the last step(), no gradient
+                arrived since, or the monitor was removed.
         """
+        _removed(self, "grads")
         if self.state != self.READY:
             raise RuntimeError(
                 "Monitor.grads: already called since the last step(); call step() after "
                 "optimizer.step() first."
             )
         _checks.instance("Monitor.grads", "loss", loss, torch.Tensor)
+        if loss.numel() != 1:
+            raise ValueError(
+                f"Monitor.grads: `loss` must be the step's one loss value, got a tensor of shape "
+                f"{tuple(loss.shape)}; pass the mean loss that backward() ran on."
+            )
+        if scale is not None:
+            scale = _checks.real("Monitor.grads", "scale", scale, low=0.0)
         if not self._grad_sq:
             raise RuntimeError(
                 "Monitor.grads: no gradient arrived since the last step(); call "
@@ -136,7 +165,7 @@ class Monitor:
         self._loss = float(loss.detach())
         # the hooks ran during backward, on scaler.scale(loss)'s gradients: divide the scale out
         if scale is not None:
-            self._scale = _checks.real("Monitor.grads", "scale", scale, low=0.0)
+            self._scale = scale
         elif self.scaler is not None:
             self._scale = float(self.scaler.get_scale())
         else:
@@ -153,8 +182,10 @@ class Monitor:
         """Compare the weights with those seen by grads(), append and return this step's record.
 
         Raises:
-            RuntimeError: grads() has not been called since the last step().
+            RuntimeError: grads() has not been called since the last step(), or the monitor
+                was removed.
         """
+        _removed(self, "step")
         if self.state != self.GRADS:
             raise RuntimeError(
                 "Monitor.step: no gradients recorded for this step; call grads(loss) after "
@@ -188,7 +219,15 @@ class Monitor:
         return record
 
     def remove(self) -> None:
-        """Remove the hooks from the model."""
+        """Remove the hooks from the model; the monitor records nothing after this."""
         for h in self._handles:
             h.remove()
-        self._handles = []
+        self._handles, self.state = [], self.REMOVED
+
+
+def _removed(monitor: Monitor, method: str) -> None:
+    if monitor.state == Monitor.REMOVED:
+        raise RuntimeError(
+            f"Monitor.{method}: the monitor was removed (remove() took its hooks off the model), "
+            "so it sees no gradient; make a new Monitor(model) to record again."
+        )

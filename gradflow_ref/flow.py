@@ -28,6 +28,10 @@ ACTIVATIONS = ("sigmoid", "tanh", "relu", "identity")
 INITS = ("unit", "xavier", "he", "orthogonal")
 
 
+_MAX_DEPTH = 10_000  # MLPConfig's deepest: build_mlp's Python loop makes every layer first
+_MAX_WIDTH = 65_536  # MLPConfig's widest: each layer holds width**2 weights
+
+
 @dataclass
 class MLPConfig:
     depth: int = 10  # number of Linear layers
@@ -47,12 +51,15 @@ def _check_config(cfg: MLPConfig, func: str) -> None:
 
 
 def _check_fields(cfg: MLPConfig) -> None:
-    _checks.integer("MLPConfig", "depth", cfg.depth, fix="Pass the number of Linear layers.")
-    _checks.integer("MLPConfig", "width", cfg.width, fix="Pass the features per layer.")
+    fix = "Pass the number of Linear layers; the guide's are 10 to 50."
+    _checks.count("MLPConfig", "depth", cfg.depth, high=_MAX_DEPTH, fix=fix)
+    fix = "Pass the features per layer; each layer holds width**2 weights."
+    _checks.count("MLPConfig", "width", cfg.width, high=_MAX_WIDTH, fix=fix)
     _checks.choice("MLPConfig", "activation", cfg.activation, ACTIVATIONS)
     _checks.choice("MLPConfig", "init", cfg.init, INITS)
     _checks.real("MLPConfig", "scale", cfg.scale, low=0, fix="1.0 keeps the init's own gain.")
-    _checks.integer("MLPConfig", "seed", cfg.seed, low=0)
+    fix = "torch.manual_seed takes 0 to 2**63 - 1."
+    _checks.count("MLPConfig", "seed", cfg.seed, low=0, fix=fix)
 
 
 def _activation(name: str) -> nn.Module:
@@ -172,6 +179,13 @@ def gradient_norms(model: nn.Sequential, x: torch.Tensor, loss=None) -> torch.Te
         # the input itself needs a gradient so that the first layer's hook fires
         out = model(x.detach().requires_grad_(True))
         value = out.sum() if loss is None else loss(out)
+        if not (isinstance(value, torch.Tensor) and value.dim() == 0 and value.requires_grad):
+            got = value.dtype if isinstance(value, torch.Tensor) else type(value).__name__
+            shape = f" of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else ""
+            raise TypeError(
+                f"gradient_norms: `loss` must return a scalar tensor built from the output, got "
+                f"{got}{shape}; return e.g. out.pow(2).mean()."
+            )
         value.backward()
     finally:
         for h in handles:

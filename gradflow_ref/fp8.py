@@ -28,6 +28,9 @@ __all__ = [
 ]
 
 
+_MAX_HISTORY = 10**6  # DelayedScaling's longest amax history
+
+
 def values(fmt) -> list[float]:
     """Return the values of all 256 codes of `fmt` ("e4m3", "e5m2" or its FloatFormat), in code
     order (gradflow_ref.precision.decode of each)."""
@@ -164,7 +167,8 @@ class DelayedScaling:
     EMPTY, RECORDING = "EMPTY", "RECORDING"
 
     def __init__(self, fmt, history: int = 16):
-        _checks.integer("DelayedScaling", "history", history, fix="Pass how many steps to keep.")
+        fix = "Pass how many steps to keep, e.g. 16."
+        _checks.count("DelayedScaling", "history", history, high=_MAX_HISTORY, fix=fix)
         self.fmt = _fmt(fmt, "DelayedScaling")
         self.amax_history: deque = deque(maxlen=history)
 
@@ -189,19 +193,24 @@ def _pair(func: str, x, approx) -> None:
 
 
 def tensor_relative_error(x: torch.Tensor, approx: torch.Tensor) -> float:
-    """Return ||x - approx|| / ||x|| in float64 (0 for an all-zero x equal to approx).
+    """Return ||x - approx|| / ||x|| in float64.
 
     The error of a whole tensor; gradflow_ref.precision.relative_error is one number's.
 
     Raises:
         TypeError: `x` or `approx` is not a tensor.
-        ValueError: `x` is empty, or the two differ in shape.
+        ValueError: `x` is empty or all zeros (no error relative to it), or the two differ in
+            shape.
     """
     _pair("tensor_relative_error", x, approx)
     x, approx = x.double(), approx.double()
     norm = torch.linalg.vector_norm(x)
-    diff = torch.linalg.vector_norm(x - approx)
-    return float(diff / norm) if norm > 0 else float(diff)
+    if norm == 0:
+        raise ValueError(
+            "tensor_relative_error: `x` is all zeros, so no error is relative to it; compare "
+            "torch.linalg.vector_norm(x - approx) instead."
+        )
+    return float(torch.linalg.vector_norm(x - approx) / norm)
 
 
 def flushed_to_zero(x: torch.Tensor, approx: torch.Tensor) -> float:
@@ -209,12 +218,17 @@ def flushed_to_zero(x: torch.Tensor, approx: torch.Tensor) -> float:
 
     Raises:
         TypeError: `x` or `approx` is not a tensor.
-        ValueError: `x` is empty, or the two differ in shape.
+        ValueError: `x` is empty or all zeros (nothing to flush), or the two differ in shape.
     """
     _pair("flushed_to_zero", x, approx)
     nonzero = x != 0
     count = int(nonzero.sum())
-    return float(((approx == 0) & nonzero).sum()) / count if count else 0.0
+    if not count:
+        raise ValueError(
+            "flushed_to_zero: `x` is all zeros, so no nonzero value could be flushed; the "
+            "fraction is undefined. Pass the tensor before quantization."
+        )
+    return float(((approx == 0) & nonzero).sum()) / count
 
 
 # private helpers of the functions above

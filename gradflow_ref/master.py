@@ -138,6 +138,7 @@ def training_state_bytes(
     Raises:
         TypeError: `model` is not an nn.Module, `optimizer` not a torch optimizer or `master`
             not a MasterWeights.
+        ValueError: `optimizer` or `master` belongs to another model.
     """
     _instance("model", model, nn.Module)
     if optimizer is not None:
@@ -145,6 +146,19 @@ def training_state_bytes(
     if master is not None:
         _instance("master", master, MasterWeights)
     params = list(model.parameters())
+    ours = {id(p) for p in params} | {id(m) for m in (master.params if master else ())}
+    if master is not None and master.model is not model:
+        raise ValueError(
+            "training_state_bytes: `master` holds the masters of another model; pass the model "
+            "it was built from (master.model), or no master."
+        )
+    theirs = [p for g in (optimizer.param_groups if optimizer else ()) for p in g["params"]]
+    if any(id(p) not in ours for p in theirs):
+        raise ValueError(
+            "training_state_bytes: `optimizer` updates parameters that are neither `model`'s "
+            "nor `master`'s, so its state is another model's; pass the optimizer built on "
+            "model.parameters() (or master.params)."
+        )
     out = {
         "weights": _nbytes(params),
         "grads": _nbytes(p.grad for p in params),

@@ -26,6 +26,8 @@ __all__ = [
 ]
 
 _STATES = {"adamw": 2, "adam": 2, "sgd_momentum": 1, "sgd": 0}
+# the largest GPT(cfg) builds (a Python loop over layers; embeddings of vocab and seq_len rows)
+_GPT_SIZES = {"n_layers": 10_000, "hidden": 65_536, "vocab": 2**24, "seq_len": 2**20}
 _CHECKPOINTING = ("none", "selective", "full")
 
 
@@ -236,6 +238,9 @@ class GPT(nn.Module):
     def __init__(self, cfg: MemoryConfig, dropout: float = 0.1):
         super().__init__()
         _check(cfg, "GPT")
+        for name, high in _GPT_SIZES.items():  # before any layer is built
+            fix = "GPT builds every layer of this size in memory; the calculator counts any size."
+            _checks.count("GPT", f"cfg.{name}", getattr(cfg, name), high=high, fix=fix)
         dropout = _checks.bounded("GPT", "dropout", dropout, low=0.0, high=1.0, strict=False)
         self.vocab, self.seq_len = cfg.vocab, cfg.seq_len
         self.p = dropout if cfg.dropout else 0.0
@@ -261,12 +266,16 @@ class GPT(nn.Module):
                 f"GPT: `targets` must be torch.long token ids, got {targets.dtype} of shape "
                 f"{tuple(targets.shape)}; the loss takes the next token's id, not scores."
             )
-        if targets.shape != x.shape[:2] or (
-            targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= self.vocab)
-        ):
+        if targets.shape != x.shape[:2]:
             raise ValueError(
-                f"GPT: `targets` must be token ids in 0..{self.vocab - 1} of shape "
-                f"{tuple(x.shape[:2])} (one per input token), got shape {tuple(targets.shape)}."
+                f"GPT: `targets` must hold one token id per input token, shape "
+                f"{tuple(x.shape[:2])}, got shape {tuple(targets.shape)}."
+            )
+        if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= self.vocab):
+            raise ValueError(
+                f"GPT: `targets` holds token ids from {int(targets.min())} to "
+                f"{int(targets.max())}, but the vocabulary has {self.vocab} (ids 0 to "
+                f"{self.vocab - 1}); check the targets against cfg.vocab."
             )
         logits = F.linear(self.ln_f(x), self.wte.weight)
         return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())

@@ -20,6 +20,9 @@ __all__ = ["METHODS", "stochastic_round", "kahan_add_", "add_", "trajectory", "A
 
 # how an FP32 result is written into a BF16 weight
 METHODS = ("nearest", "stochastic", "kahan", "master")
+_MAX_STEPS = 10**6  # trajectory's longest: one Python-level addition per step
+_MAX_COPIES = 2**20  # trajectory's most copies of the weight
+_SEED = "torch.Generator.manual_seed takes 0 to 2**63 - 1."
 
 
 def stochastic_round(x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -117,12 +120,31 @@ def add_(
 
     Returns:
         `weight`.
+
+    Raises:
+        TypeError: `weight` not BF16, `update` not a float tensor, `generator` not one.
+        ValueError: an unknown `method`, shapes that differ, or `state` of another weight.
     """
     _checks.choice("add_", "method", method, METHODS)
     _checks.instance("add_", "state", state, dict)
     _checks.tensor("add_", "weight", weight, floating=True)
+    if weight.dtype != torch.bfloat16:
+        raise TypeError(
+            f"add_: `weight` must be a bfloat16 tensor, got {weight.dtype}; an FP32 weight "
+            "keeps small updates without help: add them with weight.add_(update)."
+        )
     _checks.tensor("add_", "update", update, floating=True)
     _checks.same_shape("add_", "update", update, "weight", weight)
+    if generator is not None:
+        _checks.instance("add_", "generator", generator, torch.Generator, "Or None.")
+    for key in ("comp", "master"):  # buffers of an earlier call: they must be this weight's
+        if key in state and (
+            not isinstance(state[key], torch.Tensor) or state[key].shape != weight.shape
+        ):
+            raise ValueError(
+                f"add_: `state` holds a {key!r} buffer that is not of `weight`'s shape "
+                f"{tuple(weight.shape)}; pass each weight its own state dict (start with {{}})."
+            )
     return _add(weight, update, method, state, generator)
 
 
@@ -164,9 +186,9 @@ def trajectory(
     """
     start = _checks.real("trajectory", "start", start)
     update = _checks.real("trajectory", "update", update)
-    steps = _checks.integer("trajectory", "steps", steps)
-    copies = _checks.integer("trajectory", "copies", copies)
-    seed = _checks.integer("trajectory", "seed", seed, low=0)
+    steps = _checks.count("trajectory", "steps", steps, high=_MAX_STEPS, fix="E.g. 1000.")
+    copies = _checks.count("trajectory", "copies", copies, high=_MAX_COPIES, fix="E.g. 100.")
+    seed = _checks.count("trajectory", "seed", seed, low=0, fix=_SEED)
     _checks.choice("trajectory", "method", method, METHODS)
     weight = torch.full((copies,), start, dtype=torch.bfloat16)
     step, state = torch.full((copies,), update), {}
@@ -214,6 +236,11 @@ class AdamW(torch.optim.Optimizer):
         moment_dtype: torch.dtype = torch.float32,
         seed: int = 0,
     ) -> None:
+        if isinstance(params, (torch.Tensor, str, bytes)) or not hasattr(params, "__iter__"):
+            raise TypeError(
+                f"AdamW: `params` must be an iterable of parameters or of parameter groups, got "
+                f"{type(params).__name__}; pass model.parameters()."
+            )
         lr = _checks.real("AdamW", "lr", lr, low=0, strict=False)
         eps = _checks.real("AdamW", "eps", eps, low=0, strict=False)
         weight_decay = _checks.real("AdamW", "weight_decay", weight_decay, low=0, strict=False)
@@ -225,7 +252,7 @@ class AdamW(torch.optim.Optimizer):
                 raise ValueError(f"AdamW: `betas[{i}]` must be below 1, got {b!r}.")
         _checks.choice("AdamW", "rounding", rounding, METHODS)
         _checks.choice("AdamW", "moment_dtype", moment_dtype, (torch.float32, torch.bfloat16))
-        seed = _checks.integer("AdamW", "seed", seed, low=0)
+        seed = _checks.count("AdamW", "seed", seed, low=0, fix=_SEED)
         self.generator = torch.Generator().manual_seed(seed)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
         super().__init__(params, defaults)

@@ -64,6 +64,26 @@ class PipelineConfig:
     segments: int = 1  # checkpoint_sequential segments over the model (1: no checkpointing)
     init_scale: float = 2.0**16  # FP16 only: the first loss scale
 
+    def __post_init__(self) -> None:
+        _check_pipeline_config(self, "PipelineConfig", "")  # at once, not at the first step
+
+
+def _check_pipeline_config(cfg, func: str, prefix: str) -> None:
+    # every field; `prefix` "cfg." names them as Trainer's argument (a config changed later)
+    _checks.choice(func, f"{prefix}dtype", cfg.dtype, (torch.bfloat16, torch.float16))
+    _checks.integer(func, f"{prefix}segments", cfg.segments, fix="1 means no checkpointing.")
+    _checks.real(func, f"{prefix}max_norm", cfg.max_norm, low=0)
+    _schedule_args(func, cfg.lr, cfg.warmup_steps, cfg.total_steps, cfg.min_lr, prefix)
+    fix = "AdamW's (beta1, beta2), e.g. (0.9, 0.95)."
+    _checks.pair(func, f"{prefix}betas", cfg.betas, fix)
+    for k, beta in enumerate(cfg.betas):
+        _checks.real(func, f"{prefix}betas[{k}]", beta, low=0, high=1, strict=False)
+        if beta == 1:
+            raise ValueError(f"{func}: `{prefix}betas[{k}]` must be below 1, got {beta}.")
+    _checks.real(func, f"{prefix}eps", cfg.eps, low=0)
+    _checks.real(func, f"{prefix}weight_decay", cfg.weight_decay, low=0, strict=False)
+    _checks.real(func, f"{prefix}init_scale", cfg.init_scale, low=0)
+
 
 @dataclass
 class StepReport:
@@ -199,23 +219,12 @@ class Trainer:
                 f"{name}: all parameters must be on one device, got {devices or 'no parameters'}; "
                 "move the model with model.to(device) first."
             )
-        _checks.choice(name, "cfg.dtype", cfg.dtype, (torch.bfloat16, torch.float16))
-        _checks.integer(name, "cfg.segments", cfg.segments, fix="1 means no checkpointing.")
+        _check_pipeline_config(cfg, name, "cfg.")  # again: a field may have changed since
         if cfg.segments > len(model):
             raise ValueError(
                 f"{name}: `cfg.segments` must be an int between 1 and the number of "
                 f"layers ({len(model)}), got {cfg.segments!r}."
             )
-        _checks.real(name, "cfg.max_norm", cfg.max_norm, low=0)
-        _schedule_args(name, cfg.lr, cfg.warmup_steps, cfg.total_steps, cfg.min_lr, "cfg.")
-        _checks.pair(name, "cfg.betas", cfg.betas, "AdamW's (beta1, beta2), e.g. (0.9, 0.95).")
-        for k, beta in enumerate(cfg.betas):
-            _checks.real(name, f"cfg.betas[{k}]", beta, low=0, high=1, strict=False)
-            if beta == 1:
-                raise ValueError(f"{name}: `cfg.betas[{k}]` must be below 1, got {beta}.")
-        _checks.real(name, "cfg.eps", cfg.eps, low=0)
-        _checks.real(name, "cfg.weight_decay", cfg.weight_decay, low=0, strict=False)
-        _checks.real(name, "cfg.init_scale", cfg.init_scale, low=0)
         if loss_fn is not None:
             _checks.callable_(name, "loss_fn", loss_fn, "Pass loss(logits, targets) or None.")
         self.cfg, self.loss_fn = cfg, loss_fn or F.cross_entropy
@@ -288,7 +297,7 @@ class Trainer:
         """
         func = "Trainer.accumulate"
         self._check_batches([(inputs, targets)], func, ("inputs", "targets"))
-        _checks.integer(func, "n_micro", n_micro, fix="Pass the step's number of micro-batches.")
+        _checks.count(func, "n_micro", n_micro, fix="Pass the step's number of micro-batches.")
         return self._micro_batch(inputs, targets, n_micro, func, "targets")
 
     def _micro_batch(self, x, y, n_micro, func, targets_name) -> float:
@@ -303,7 +312,15 @@ class Trainer:
                     f"{int(y.max())}, but the model outputs {classes} classes (ids 0 to "
                     f"{classes - 1}); check the labels against the model's last layer."
                 )
-        loss = self.loss_fn(logits.float(), y) / n_micro  # FP32 loss
+        loss = self.loss_fn(logits.float(), y)
+        if not (isinstance(loss, torch.Tensor) and loss.dim() == 0 and loss.is_floating_point()):
+            got = type(loss).__name__
+            got += f" of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else ""
+            raise TypeError(
+                f"{func}: `loss_fn` must return a scalar floating-point tensor (the mean loss), "
+                f"got {got}; reduce it, e.g. F.cross_entropy(logits, y) or loss.mean()."
+            )
+        loss = loss / n_micro  # FP32 loss
         self.scaler.scale(loss).backward()  # FP16: times the loss scale
         self._accumulate()
         return loss.item()
@@ -329,8 +346,8 @@ class Trainer:
             y = _checks.instance(func, y_name, pair[1], torch.Tensor)
             if y.dim() == 0 or len(y) != len(x):
                 raise ValueError(
-                    f"{func}: `micro_batches[{i}]` must hold one target per input row, got "
-                    f"{len(x)} rows and targets of shape {tuple(y.shape)}."
+                    f"{func}: `{y_name}` must hold one target per input row of `{x_name}`, "
+                    f"got {len(x)} rows and targets of shape {tuple(y.shape)}."
                 )
 
     @torch.no_grad()

@@ -15,7 +15,7 @@ import torch
 
 from gradflow_ref import _checks
 from gradflow_ref._ranks import run_ranks
-from gradflow_ref.memory import MemoryBreakdown, MemoryConfig, training_memory
+from gradflow_ref.memory import MemoryBreakdown, MemoryConfig, parameter_count, training_memory
 from gradflow_ref.memory import _check as _check_memory_config
 
 __all__ = [
@@ -176,11 +176,18 @@ def measure_fsdp2(cfg: MemoryConfig, n_ranks: int = 2, timeout_s: float = 180.0)
     Raises:
         TypeError: `cfg` is not a MemoryConfig, `n_ranks` not an int or `timeout_s` not a number.
         ValueError: a field of `cfg` GPT cannot build (`n_heads` not dividing `hidden`, ...),
-            `n_ranks` outside 1..MAX_RANKS, or `timeout_s` not positive and finite.
+            `cfg.n_params` set (the ranks measure GPT(cfg)'s own), `n_ranks` outside
+            1..MAX_RANKS, or `timeout_s` not positive and finite.
         RuntimeError: a rank raised (its traceback included) or ran past `timeout_s`.
     """
     func = "measure_fsdp2"
     _check_memory_config(cfg, func)  # before any process starts
+    if cfg.n_params is not None:
+        raise ValueError(
+            f"measure_fsdp2: `cfg.n_params` must be None: the ranks build GPT(cfg) and measure "
+            f"its own {parameter_count(replace(cfg, n_params=None)):,} parameters, not the "
+            f"{cfg.n_params:,} given; use sharded_memory to count a model by its parameters."
+        )
     _checks.integer(func, "n_ranks", n_ranks, fix="Pass how many CPU processes to start.")
     if n_ranks > MAX_RANKS:
         raise ValueError(

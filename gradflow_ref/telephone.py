@@ -19,6 +19,8 @@ __all__ = ["chain_gradients", "network_gradients"]
 
 # beyond this many layers any factor outside [0.93, 1.075] under- or overflows float64 anyway
 _MAX_DEPTH = 10_000
+_MAX_WIDTH = 65_536  # network_gradients: each layer holds width**2 weights
+_MAX_BATCH = 2**20  # network_gradients: rows of the input batch
 
 
 def chain_gradients(factor: float, depth: int = 50, *, dtype=torch.float64, device=None):
@@ -43,7 +45,7 @@ def chain_gradients(factor: float, depth: int = 50, *, dtype=torch.float64, devi
         >>> chain_gradients(0.5, depth=3).tolist()
         [0.125, 0.25, 0.5]
     """
-    _check(factor, depth, "chain_gradients", device)
+    factor = _check(factor, depth, "chain_gradients", device)
     if dtype is not None:
         _checks.dtype(
             "chain_gradients", "dtype", dtype, fix="Autograd needs floats: torch.float64."
@@ -91,9 +93,9 @@ def network_gradients(
         ValueError: bad `factor`, `depth`, or an `init` other than "orthogonal" or "xavier".
     """
     func = "network_gradients"
-    _check(factor, depth, func, device)
-    _checks.count(func, "width", width, fix="Pass features per layer, e.g. 64.")
-    _checks.count(func, "batch", batch, fix="Pass rows per batch, e.g. 16.")
+    factor = _check(factor, depth, func, device)
+    _checks.count(func, "width", width, high=_MAX_WIDTH, fix="Pass features per layer, e.g. 64.")
+    _checks.count(func, "batch", batch, high=_MAX_BATCH, fix="Pass rows per batch, e.g. 16.")
     _checks.count(func, "seed", seed, low=0, fix="torch.manual_seed takes 0 to 2**63 - 1.")
     if init not in ("orthogonal", "xavier"):
         raise ValueError(
@@ -116,7 +118,10 @@ def network_gradients(
 # private helpers of the functions above
 
 
-def _check(factor: float, depth: int, func: str, device) -> None:
+def _check(factor: float, depth: int, func: str, device) -> float:
+    """Check the shared arguments; return `factor` as a float (an int would overflow in torch)."""
     _checks.count(func, "depth", depth, high=_MAX_DEPTH, fix="Pass the layers, e.g. 50.")
-    _checks.bounded(func, "factor", factor, low=0, fix="Pass each layer's gain, e.g. 0.9 or 1.1.")
+    fix = "Pass each layer's gain, e.g. 0.9 or 1.1."
+    factor = _checks.bounded(func, "factor", factor, low=0, fix=fix)
     _checks.device(func, "device", device)
+    return factor

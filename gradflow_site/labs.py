@@ -137,7 +137,8 @@ def library_files(code: str, package: Path = ROOT / "gradflow_ref") -> dict[str,
 def companions(code: str, snippets: Path = ROOT / "snippets") -> dict[str, str]:
     """Return {file name: text} of the snippet files `code` imports as modules.
 
-    The arena imports train.py, the script of Chapter 7c, as its reader does: saved beside it.
+    The arena imports train.py, the script of Chapter 7c, as its reader does: saved beside it,
+    with the text it reads beside itself (shakespeare.txt).
     """
     names = set()
     for node in ast.walk(ast.parse(code)):
@@ -146,7 +147,12 @@ def companions(code: str, snippets: Path = ROOT / "snippets") -> dict[str, str]:
         elif isinstance(node, ast.Import):
             names |= {a.name.split(".")[0] for a in node.names}
     paths = [snippets / f"{n}.py" for n in sorted(names)]
-    return {p.name: p.read_text(encoding="utf-8") for p in paths if p.exists()}
+    found = {p.name: p.read_text(encoding="utf-8") for p in paths if p.exists()}
+    for text in list(found.values()):  # the text files a script reads beside itself (train.py's)
+        for data in sorted(snippets.glob("*.txt")):
+            if data.name in text:
+                found[data.name] = data.read_text(encoding="utf-8")
+    return found
 
 
 def notebook(name: str, title: str, package: Path = ROOT / "gradflow_ref") -> nbformat.NotebookNode:
@@ -158,7 +164,9 @@ def notebook(name: str, title: str, package: Path = ROOT / "gradflow_ref") -> nb
     parts = sections(ROOT / "snippets" / f"{name}.py")
     code = "\n\n".join(c for _, c in parts)
     scripts = companions(code)
-    files = library_files("\n\n".join([code, *scripts.values()]), package)
+    # what the lab's code and the scripts that import gradflow_ref need of it
+    needs = [code, *(t for n, t in scripts.items() if n.endswith(".py") and "gradflow_ref" in t)]
+    files = library_files("\n\n".join(needs), package)
     setup = (
         "# Setup: write the gradflow_ref modules this lab uses to a temporary folder and import\n"
         "# them from there (generated from the repository; needs only torch and matplotlib).\n"

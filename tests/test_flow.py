@@ -68,8 +68,8 @@ def test_build_mlp_is_deterministic_for_a_seed():
 @pytest.mark.parametrize(
     "field,value,message",
     [
-        ("depth", 0, "`depth` must be an integer >= 1"),
-        ("width", -2, "`width` must be an integer >= 1"),
+        ("depth", 0, "`depth` must be an integer from 1 to 10000"),
+        ("width", -2, "`width` must be an integer from 1 to 65536"),
         ("activation", "gelu", "`activation` must be one of 'sigmoid', 'tanh', 'relu', 'identity'"),
         ("init", "kaiming", "`init` must be one of 'unit', 'xavier', 'he', 'orthogonal'"),
         ("scale", float("inf"), "`scale` must be positive and finite"),

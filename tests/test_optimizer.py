@@ -122,7 +122,7 @@ def test_trajectory_stochastic_mean_is_the_exact_sum():
 
 
 def test_trajectory_rejects_zero_steps():
-    with pytest.raises(ValueError, match="`steps` must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match="`steps` must be an integer from 1 to 1000000, got 0"):
         ref.trajectory(1.0, 1e-4, 0, "nearest")
 
 

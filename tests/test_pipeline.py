@@ -214,8 +214,17 @@ def test_trainer_rejects_non_sequential_model():
     ],
 )
 def test_trainer_rejects_bad_config(change, message):
+    # PipelineConfig refuses a bad value at once, naming its field; Trainer refuses a config
+    # changed after construction, and segments beyond the model's layers, naming cfg.<field>
+    if "between 1 and the number of layers" not in message and "int between 1" not in message:
+        own = message.replace("`cfg\\.", "`").replace("`cfg.", "`")
+        with pytest.raises(ValueError, match=own):
+            PipelineConfig(**(vars(CFG) | change))
+    cfg = PipelineConfig(**vars(CFG))
+    for field, value in change.items():
+        setattr(cfg, field, value)
     with pytest.raises(ValueError, match=message):
-        Trainer(_model(), PipelineConfig(**(vars(CFG) | change)))
+        Trainer(_model(), cfg)
 
 
 def test_trainer_step_rejects_empty_micro_batches():

@@ -4,15 +4,22 @@ The section's own code runs here, after the snippet's `imports` section, exactly
 it (and, for FP16, with its `dtype` line switched); its FP32 weights after the loop must equal
 the FP32 master weights of gradflow_ref.pipeline.Trainer given the same seed, the same
 micro-batches and the same hyperparameters. Tolerance: 1e-6 absolute, 0 relative (on the build
-machine's CPU the two agree bit for bit).
+machine's CPU the two agree bit for bit). Last, tools/plain_loop.py's loop, the yardstick of
+train.py's speed, against train.py on one process.
 """
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
 
 from gradflow_ref.pipeline import PipelineConfig, Trainer, warmup_cosine
+from tests._site import ROOT
 from tests.test_copy_run import section
 
 SNIPPET = "snippets/pipeline.py"
@@ -97,3 +104,35 @@ def test_plain_loop_steps_the_schedule_once_per_optimizer_step():
     want = warmup_cosine(ns["steps"], ns["lr"], ns["warmup"], ns["total"], ns["min_lr"])
     assert ns["schedule"].get_last_lr()[0] == pytest.approx(want, rel=1e-12)
     assert ns["opt"].state[next(ns["model"].parameters())]["step"].item() == ns["steps"]
+
+
+# ---- tools/plain_loop.py: the plain loop train.py's speed is measured against computes what
+# train.py computes on one process, so the two runs it times differ in overhead only
+
+
+PLAIN_VS_SCRIPT = """
+import json, sys
+from tools.plain_loop import config, plain_loop, script
+flags = sys.argv[1:]
+plain = plain_loop(config(flags))["losses"]
+train = script()
+log = train.train(config(flags + ["--print-every", "0", "--ckpt-dir", "unused"]))["log"]
+print(json.dumps({"plain": plain, "script": [r["loss"] for r in log]}))
+"""
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_plain_loop_tool_trains_as_train_py_on_one_process(precision, tmp_path):
+    flags = ["--n-layers", "2", "--hidden", "32", "--seq-len", "32", "--steps", "4"]
+    result = subprocess.run(
+        [sys.executable, "-W", "error", "-c", PLAIN_VS_SCRIPT, *flags, "--precision", precision],
+        cwd=ROOT,
+        env=dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES=""),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    losses = json.loads(result.stdout.splitlines()[-1])
+    assert len(losses["plain"]) == 4
+    assert losses["plain"] == losses["script"]  # bit for bit: the same computation
