@@ -19,6 +19,10 @@ from gradflow_ref import _checks
 __all__ = ["TransformerConfig", "Transformer", "shakespeare", "get_batch"]
 
 
+_SIZES = {"vocab": 2**24, "seq_len": 2**20, "hidden": 65_536, "n_heads": 65_536, "n_layers": 10_000}
+_MAX_WINDOWS = 2**24  # get_batch's `batch`: windows drawn at once
+
+
 @dataclass
 class TransformerConfig:
     vocab: int = 256  # one token per byte
@@ -31,8 +35,9 @@ class TransformerConfig:
     depth_init: bool = True  # residual projections start at std 0.02 / sqrt(2 * n_layers) (GPT-2)
 
     def __post_init__(self) -> None:
-        for name in ("vocab", "seq_len", "hidden", "n_heads", "n_layers"):
-            _checks.integer("TransformerConfig", name, getattr(self, name))
+        fix = "The model builds every block of this size in memory."
+        for name, high in _SIZES.items():  # before any layer is built
+            _checks.count("TransformerConfig", name, getattr(self, name), high=high, fix=fix)
         _checks.choice("TransformerConfig", "norm", self.norm, ("pre", "post"))
         _checks.boolean("TransformerConfig", "qk_norm", self.qk_norm)
         _checks.boolean("TransformerConfig", "depth_init", self.depth_init)
@@ -144,8 +149,8 @@ def get_batch(data: torch.Tensor, batch: int, seq_len: int, generator: torch.Gen
         generator: the CPU generator that picks the windows (seed it for a repeatable run).
     """
     _checks.instance("get_batch", "data", data, torch.Tensor)
-    batch = _checks.integer("get_batch", "batch", batch)
-    seq_len = _checks.integer("get_batch", "seq_len", seq_len)
+    batch = _checks.count("get_batch", "batch", batch, high=_MAX_WINDOWS, fix="Draw fewer windows.")
+    seq_len = _checks.count("get_batch", "seq_len", seq_len, high=_SIZES["seq_len"])
     _checks.instance("get_batch", "generator", generator, torch.Generator)
     if data.dim() != 1 or data.is_floating_point() or len(data) <= seq_len:
         raise ValueError(

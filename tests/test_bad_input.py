@@ -35,6 +35,7 @@ from gradflow_ref import (
     roofline,
     sharding,
     telephone,
+    transformer,
 )
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gradflow_ref"
@@ -782,6 +783,16 @@ SWEEP_43 = {
         lambda: flow.MLPConfig(depth=H),
         ValueError,
         "MLPConfig: `depth` must be an integer from 1 to 10000",
+    ),
+    "TransformerConfig(n_layers=10**30) [hang]": (
+        lambda: transformer.TransformerConfig(n_layers=H),
+        ValueError,
+        "TransformerConfig: `n_layers` must be an integer from 1 to 10000",
+    ),
+    "transformer.get_batch(batch=10**30) [unclear: torch's size error]": (
+        lambda: transformer.get_batch(torch.arange(64), H, 8, torch.Generator()),
+        ValueError,
+        "get_batch: `batch` must be an integer from 1 to 16777216",
     ),
     "GPT(MemoryConfig(n_layers=10**30)) [hang]": (
         lambda: memory.GPT(memory.MemoryConfig(n_layers=H, hidden=8, n_heads=2)),
