@@ -108,7 +108,6 @@ def serve_edit_latency(page: str = "telephone", timeout: float = 300) -> tuple[f
                 "mkdocs",
                 "serve",
                 "--strict",
-                "--dirty",  # as `make serve` runs it
                 "--dev-addr",
                 f"127.0.0.1:{port}",
             ],
