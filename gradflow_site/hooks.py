@@ -9,7 +9,7 @@
   (labs/run/<name>.ipynb in the nav) is added as a page for mkdocs-jupyter to render.
 - `on_pre_page`: an executed lab is written from its chapter's run before mkdocs-jupyter reads
   it (gradflow_site/labs.py), so a chapter's code runs once per build.
-- `on_page_content`: an executed lab's math is typeset as MathML, as the chapters' is.
+- `on_page_context`: an executed lab stays out of the search index (it repeats its chapter).
 - `on_post_build`: where the build's time went.
 
 Without these hooks (Zensical runs Markdown extensions, not hooks) every page still renders
@@ -99,13 +99,11 @@ def on_pre_page(page, config, **kwargs):
     return page
 
 
-def on_page_content(html, page, **kwargs):
-    from gradflow_site import mathml
-
+@event_priority(100)  # before the search plugin indexes the page
+def on_page_context(context, page, **kwargs):
     if page.file.src_uri.startswith("labs/run/"):
         page.meta.setdefault("search", {})["exclude"] = True  # it repeats its chapter
-        html = mathml.typeset(html, f"docs/{page.file.src_uri}")
-    return html
+    return context
 
 
 def on_post_build(config, **kwargs):
