@@ -106,7 +106,7 @@ assert len({min(s for s, r in zip(scales, rs) if r >= 1) for rs in by_scale.valu
 # --8<-- [end:figure]
 
 # --8<-- [start:draws]
-noise = torch.randn(32, 64).to(device)
+noise = torch.randn(32, 64, generator=torch.Generator().manual_seed(1)).to(device)
 losses = {"out.sum()": (None, out_norm), "random": (lambda o: (o * noise).sum(), noise.norm())}
 configs = [ref.MLPConfig(40, 64, "relu", "he", seed=seed) for seed in range(20)]
 nets = [ref.build_mlp(cfg, device=device) for cfg in configs]
