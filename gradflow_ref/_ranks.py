@@ -155,22 +155,26 @@ def run_ranks(target: str, world_size: int, spec, timeout_s: float, func: str) -
                 )
         deadline = time.monotonic() + timeout_s
         try:
-            for proc in ranks:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            raise RuntimeError(
-                f"{func}: the ranks did not finish in timeout_s={timeout_s} seconds and were "
-                "killed; raise `timeout_s` on a loaded machine."
-            ) from None
+            # a rank that fails leaves the others waiting for it: stop at the first failure
+            while any(proc.poll() is None for proc in ranks):
+                if any(proc.poll() not in (None, 0) for proc in ranks):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"{func}: the ranks did not finish in timeout_s={timeout_s} seconds and "
+                        "were killed; raise `timeout_s` on a loaded machine."
+                    )
+                time.sleep(0.01)
         finally:
             for proc in ranks:
                 if proc.poll() is None:
                     proc.kill()
                 proc.wait()
-        for rank, proc in enumerate(ranks):
-            if proc.returncode != 0:
-                err = folder / f"rank{rank}.err"
-                error = err.read_text(errors="replace")[-4000:] if err.exists() else ""
+        failed = [r for r, proc in enumerate(ranks) if proc.returncode != 0]
+        for rank in failed:
+            err = folder / f"rank{rank}.err"
+            error = err.read_text(errors="replace")[-4000:] if err.exists() else ""
+            if error.strip() or rank == failed[-1]:  # the one that failed first has a traceback
                 raise RuntimeError(f"{func}: rank {rank} failed:\n{error}")
         return [pickle.loads((folder / f"rank{r}.pkl").read_bytes()) for r in range(world_size)]
 

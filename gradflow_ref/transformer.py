@@ -2,8 +2,8 @@
 
 Taught in docs/transformer.md (and trained to failure in docs/diagnosis.md). Pre-LN is GPT-2's
 layer (Radford et al. 2019), post-LN the original Transformer's (Vaswani et al. 2017, analysed by
-Xiong et al. 2020, arXiv:2002.04745); QK-norm normalises queries and keys per head before their
-dot product (Dehghani et al. 2023; Wortsman et al. 2023, arXiv:2309.14322).
+Xiong et al. 2020, arXiv:2002.04745); QK-norm normalises each head's queries and keys before
+their dot product (Dehghani et al. 2023, arXiv:2302.05442; Wortsman et al. 2023, arXiv:2309.14322).
 """
 
 import math

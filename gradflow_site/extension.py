@@ -129,10 +129,15 @@ class _Figures(Postprocessor):
         for placeholder, what in ((ALT, "figure"), (TITLE, "widget")):
             if placeholder in text:
                 log.warning(
-                    f"a {what} has no caption: write a `/// caption` block (pymdownx.blocks."
-                    "caption) right after the block that prints it."
+                    f"{_path(self.md)}: a {what} has no caption: write a `/// caption` block "
+                    "(pymdownx.blocks.caption) right after the block that prints it."
                 )
         return text
+
+
+def _path(md) -> str:
+    page = getattr(md, "gradflow_page", None)
+    return page.path if page else "a page without code"
 
 
 def _plain(fragment: str) -> str:
@@ -162,7 +167,7 @@ def _captioned(m: re.Match) -> str:
 
 class _Math(Postprocessor):
     def run(self, text: str) -> str:
-        return mathml.typeset(text)
+        return mathml.typeset(text, _path(self.md))
 
 
 class GradflowExtension(Extension):

@@ -5,11 +5,11 @@
   torch, Python and commit that computed the pages (`config.extra.verified`, read by
   overrides/main.html).
 - `on_files`: every chapter's code starts running at once, in a process pool
-  (gradflow_site/run.py), while MkDocs renders the pages in order; an executed lab
+  (gradflow_site/run.py), and MkDocs renders the pages as their runs finish; an executed lab
   (labs/run/<name>.ipynb in the nav) is added as a page for mkdocs-jupyter to render.
 - `on_pre_page`: an executed lab is written from its chapter's run before mkdocs-jupyter reads
   it (gradflow_site/labs.py), so a chapter's code runs once per build.
-- `on_page_content`: an executed lab keeps only the CSS it uses and typesets its math.
+- `on_page_content`: an executed lab's math is typeset as MathML, as the chapters' is.
 - `on_post_build`: where the build's time went.
 
 Without these hooks (Zensical runs Markdown extensions, not hooks) every page still renders
@@ -58,7 +58,7 @@ def on_config(config, **kwargs):
 @event_priority(100)  # before mkdocs-jupyter's on_files makes the executed labs pages
 def on_files(files, config, **kwargs):
     import markdown
-    from mkdocs.structure.files import File
+    from mkdocs.structure.files import File, Files
 
     from gradflow_site import cells, labs, run
 
@@ -77,7 +77,10 @@ def on_files(files, config, **kwargs):
                 problems.append(str(err))
     if problems:
         raise PluginError("\n".join(problems))
-    run.start(pages)
+    # MkDocs renders the pages in the order of `files`: the order their runs finish, so that it
+    # renders each while the workers run the next ones
+    order = {path.split("/", 1)[1]: n for n, path in enumerate(run.start(pages))}
+    files = Files(sorted(files, key=lambda f: order.get(f.src_uri, -1)))
     for uri in labs.executed(config.nav):
         folder = ROOT / "build" / "labs-run"
         (folder / uri).parent.mkdir(parents=True, exist_ok=True)
@@ -97,11 +100,11 @@ def on_pre_page(page, config, **kwargs):
 
 
 def on_page_content(html, page, **kwargs):
-    from gradflow_site import lab_html, mathml
+    from gradflow_site import mathml
 
     if page.file.src_uri.startswith("labs/run/"):
         page.meta.setdefault("search", {})["exclude"] = True  # it repeats its chapter
-        html = mathml.typeset(lab_html.slim(html), f"docs/{page.file.src_uri}")
+        html = mathml.typeset(html, f"docs/{page.file.src_uri}")
     return html
 
 

@@ -1,16 +1,12 @@
 """Run each chapter's code once per build, in a pool of processes, cached by every file it read.
 
 `start` hands chapters (their cells: gradflow_site/cells.py) to a
-`concurrent.futures.ProcessPoolExecutor`; the build's hook starts every chapter as the build
-begins. `result` waits for one. In a worker, each session of a page starts from fixed seeds in a
-fresh namespace; a block's output is what it prints (as markdown-exec captures it), and an
-inline value is evaluated right after the last executed block above it, so it shows the value
-the page has at that point.
+`concurrent.futures.ProcessPoolExecutor` whose workers run them (gradflow_site/worker.py); the
+build's hook starts every chapter as the build begins, and `result` waits for one.
 
 A result is cached in .cache/run/ (or GRADFLOW_CACHE_DIR) by the cells' key and stays valid
-while every repository file the run read has the bytes it read: the modules it imported (the
-worker forgets the repository's modules before each chapter, so it imports afresh what it
-uses), the files it opened (data, result records) and those given to a process it started.
+while every repository file the run read has the bytes it read: the modules it imported, the
+files it opened (data, result records) and those it gave to a process it started.
 GRADFLOW_EXEC_CACHE=0 turns the cache off; GRADFLOW_WORKERS sets the number of processes
 (default: one per core); GRADFLOW_RUN_RECORDS=DIR writes each page's cells and outputs to
 DIR/<page>.json (tests/test_copy_run.py reads them).
@@ -21,13 +17,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
-import sys
-import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from gradflow_site import worker
 from gradflow_site.cells import Cell, key
 
 __all__ = ["result", "result_of", "start", "summary"]
@@ -82,30 +76,50 @@ def _executor() -> ProcessPoolExecutor:
         import multiprocessing
 
         workers = int(os.environ.get("GRADFLOW_WORKERS", "0") or 0) or os.cpu_count() or 1
-        context = multiprocessing.get_context("spawn")
-        _pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker)
+        # one thread per numerical library, before torch loads: the printed numbers do not
+        # depend on the machine's cores, and a worker has no thread a fork could trip on
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, "1")
+        os.environ.setdefault("MPLBACKEND", "Agg")
+        os.environ.setdefault("MATPLOTLIBRC", str(ROOT / "matplotlibrc"))  # wherever mkdocs runs
+        if "forkserver" in multiprocessing.get_all_start_methods():
+            # the workers fork from one process that has loaded torch and matplotlib once
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(list(worker.PRELOAD))
+        else:
+            context = multiprocessing.get_context("spawn")
+        _pool = ProcessPoolExecutor(workers, mp_context=context, initializer=worker.init)
     return _pool
 
 
-def start(pages: dict[str, list[Cell]]) -> None:
-    """Start the run of every page not running and without a fresh result; slowest first."""
-    todo = []
+def start(pages: dict[str, list[Cell]]) -> list[str]:
+    """Start the run of every page not running and without a fresh result, slowest first.
+
+    Returns the pages' paths in the order their results should come: those known first, then
+    as they were handed to the pool.
+    """
+    todo, ready = [], []
     for path, page in pages.items():
         k = _paths[path] = key(page)
         run = _runs.get(k)
         if run is not None and (run.done is None or _fresh(run.done)):
+            (ready if run.done else todo).append((path, k, page))
             continue
         cached = _load(k) if _cache_on() else None
         if cached is not None:
             _runs[k] = _Run(path, done=cached, cells=page)
         elif any(c.kind == "block" for c in page):
             todo.append((path, k, page))
+            continue
         elif page:  # inline values alone: nothing worth a process
-            _runs[k] = _Run(path, done=_worker_run(path, page, track=False), cells=page)
+            _runs[k] = _Run(path, done=worker.run_page(path, page, track=False), cells=page)
+        ready.append((path, k, page))
     seconds = _load_json(_dir() / "seconds.json")
     todo.sort(key=lambda t: -seconds.get(t[0], 1e9))  # an unknown page may be slow: first
     for path, k, page in todo:
-        _runs[k] = _Run(path, _executor().submit(_worker_run, path, page), cells=page)
+        if k not in _runs:
+            _runs[k] = _Run(path, _executor().submit(worker.run_page, path, page), cells=page)
+    return [path for path, _, _ in ready + todo]
 
 
 def result(page: list[Cell], path: str = "") -> tuple[str, dict]:
@@ -166,147 +180,3 @@ def _write(path: Path, data: dict) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, sort_keys=True, indent=0), encoding="utf-8")
     tmp.replace(path)
-
-
-# ---------------------------------------------------------------------- the worker's side
-
-_reads: set[str] = set()
-
-
-def _init_worker() -> None:
-    """Set a worker up: one thread per library, the checkout first on sys.path, torch loaded."""
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(var, "1")
-    os.environ.setdefault("MPLBACKEND", "Agg")
-    os.environ["GRADFLOW_SITE_BUILD"] = "1"  # read by the labs' setup cell
-    # torch's compiler cache (made when an optimizer first steps) under .cache/, not in TMPDIR
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(ROOT / ".cache" / "torchinductor"))
-    os.chdir(ROOT)
-    # this checkout's gradflow_ref whatever is installed; snippets/ last, as a reader who saved
-    # train.py beside a page's code imports it
-    sys.path[:] = [str(ROOT)] + [p for p in sys.path if p not in ("", str(ROOT))]
-    sys.path.append(str(ROOT / "snippets"))
-    import matplotlib.pyplot  # noqa: F401 - once per worker, not once per chapter
-    import torch
-
-    torch.set_num_threads(1)
-    sys.addaudithook(_audit)
-
-
-def _audit(event: str, args: tuple) -> None:
-    if event == "open" and isinstance(args[0], (str, Path)):
-        _reads.add(str(args[0]))
-    elif event == "subprocess.Popen" and isinstance(args[1], (list, tuple)):
-        _reads.update(str(a) for a in args[1] if isinstance(a, (str, Path)))
-
-
-def _repository_file(name: str) -> str | None:
-    """Return `name` relative to the checkout if it is a file of the repository, else None."""
-    try:
-        path = Path(name).resolve()
-        rel = path.relative_to(ROOT)
-    except (OSError, ValueError):
-        return None
-    if rel.parts[0] in (".cache", ".git", ".venv", "build", "site") or not path.is_file():
-        return None
-    return rel.as_posix()
-
-
-def _seed() -> None:
-    import random
-
-    import numpy
-    import torch
-
-    random.seed(0)
-    numpy.random.seed(0)
-    torch.manual_seed(0)
-
-
-def _printer(buffer: list[str]):
-    def print(*texts, end="\n", **kwargs) -> None:  # noqa: A001 - as markdown-exec captures it
-        buffer.append(" ".join(str(t) for t in texts) + end)
-
-    return print
-
-
-def _worker_run(path: str, page: list[Cell], track: bool = True) -> dict:
-    """Run a page's cells in order; return each one's output and the files the run read."""
-    import linecache
-    import types
-
-    begin = time.perf_counter()
-    if track:
-        for name, module in list(sys.modules.items()):
-            file = getattr(module, "__file__", None)
-            if file and _repository_file(file) and not name.startswith("gradflow_site.run"):
-                del sys.modules[name]  # imported afresh, so the run's reads name it
-        _reads.clear()
-    sessions: dict[str, dict] = {}
-    failed: set[str] = set()
-    outputs: list[dict] = []
-    for n, cell in enumerate(page):
-        if cell.session in failed:
-            outputs.append({"skipped": True})
-            continue
-        if cell.session not in sessions:
-            name = "gradflow_page_" + re.sub(r"[^A-Za-z0-9]+", "_", cell.session or str(n))
-            sys.modules[name] = types.ModuleType(name)  # dataclasses look their module up
-            sessions[cell.session] = {"__name__": name}
-            _seed()
-        ns = sessions[cell.session] if cell.session else {"__name__": "gradflow_page"}
-        if cell.kind == "value":
-            try:
-                value = eval(cell.code, ns)  # noqa: S307 - the page's own code, at build time
-                outputs.append({"value": value if isinstance(value, str) else str(value)})
-            except Exception as err:  # noqa: BLE001 - reported with the page and line
-                outputs.append(
-                    {
-                        "error": f"{cell.where[0]}: inline value `{{python}} "
-                        f"{cell.code}` raised {type(err).__name__}: {err}"
-                    }
-                )
-            continue
-        buffer: list[str] = []
-        ns["print"] = _printer(buffer)
-        label = f"<{cell.where[0]}>"
-        linecache.cache[label] = (len(cell.code), None, cell.code.splitlines(True), label)
-        try:
-            exec(compile(cell.code, label, "exec"), ns)  # noqa: S102 - the page's own code
-            outputs.append({"output": "".join(buffer)})
-        except Exception as err:  # noqa: BLE001 - reported by the build, naming the line
-            failed.add(cell.session)
-            outputs.append({"error": _explain(cell, label, err), "output": "".join(buffer)})
-    reads = {}
-    if track:
-        names = sorted(_reads) + [
-            getattr(m, "__file__", None) or "" for m in list(sys.modules.values())
-        ]
-        for rel in filter(None, map(_repository_file, filter(None, names))):
-            reads.setdefault(rel, hashlib.sha256((ROOT / rel).read_bytes()).hexdigest())
-    return {
-        "outputs": outputs,
-        "reads": dict(sorted(reads.items())),
-        "seconds": round(time.perf_counter() - begin, 3),
-        "failed": bool(failed),
-    }
-
-
-def _explain(cell: Cell, label: str, err: BaseException) -> str:
-    """Return one message for a block that raised: where, what, and the line that raised."""
-    import traceback
-
-    lineno = err.lineno if isinstance(err, SyntaxError) and err.filename == label else None
-    for frame in traceback.extract_tb(err.__traceback__):
-        if frame.filename == label:
-            lineno = frame.lineno
-    where, detail = cell.where[0], ""
-    code = cell.code.split("\n")
-    if lineno and 0 < lineno <= len(code):
-        origin = cell.where[lineno] if lineno < len(cell.where) else cell.where[0]
-        where = origin if origin.startswith("docs/") else f"{cell.where[0]} ({origin})"
-        detail = f"\n    {code[lineno - 1].strip()}"
-    return (
-        f"{where}: the executed block raised {type(err).__name__}: {err}{detail}\n"
-        "(later blocks of this page's session were not run)"
-    )

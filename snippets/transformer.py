@@ -9,8 +9,6 @@ from gradflow_ref.transformer import Transformer, TransformerConfig, get_batch, 
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 data = shakespeare()
-absent = torch.ones(256, dtype=torch.bool, device=device)  # byte values the text never holds
-absent[data.unique().to(device)] = False
 # --8<-- [end:imports]
 
 
@@ -72,14 +70,8 @@ def spread(values):
 deep_no_init = [first_over_last(profiles["pre", False, 48])]
 deep_no_init += [first_over_last(grad_profile(48, "pre", False, seed)) for seed in (1, 2)]
 post_inner = max(p[1:].max() / p[1:].min() for key, p in profiles.items() if key[0] == "post")
-qk_profiles = {key: grad_profile(key[2], key[0], key[1], qk_norm=True) for key in profiles}
-qk_change = {k: first_over_last(qk_profiles[k]) / first_over_last(p) for k, p in profiles.items()}
 print(f"pre-LN, depth init off, L=48, 3 seeds: {spread(deep_no_init)}")
 print(f"post-LN, blocks 2 to L: largest / smallest gradient {post_inner:.3f}")
-for norm, on in settings:
-    changes = [qk_change[norm, on, n] for n in depths]
-    name = f"{norm}-LN, depth init {'on' if on else 'off'}"
-    print(f"QK-norm x block 1 / block L, {name}: {min(changes):.3f} to {max(changes):.3f}")
 # --8<-- [end:seeds]
 
 
@@ -103,13 +95,16 @@ for scale in (1.0, 30.0):
 # --8<-- [end:qk_norm]
 
 
-# --8<-- [start:z_loss]
+# --8<-- [start:lm_loss]
 def lm_loss(logits, targets, z_loss=1e-4):
     log_z = logits.logsumexp(dim=-1)
     ce = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
     return ce + z_loss * log_z.square().mean(), ce, log_z.mean()
 
 
+# --8<-- [end:lm_loss]
+
+# --8<-- [start:z_loss]
 logits = torch.randn(4, 16, 256).to(device)
 targets = torch.randint(256, (4, 16)).to(device)
 for shift in (0.0, 20.0):
@@ -117,66 +112,6 @@ for shift in (0.0, 20.0):
     print(f"logits + {shift:>2g}: cross-entropy {ce:.4f}, log Z {log_z:5.2f}, total {total:.4f}")
 # --8<-- [end:z_loss]
 
-
-# --8<-- [start:train]
-def train(lr, seed, qk_norm=False, z_loss=0.0, warmup=0, steps=12):
-    torch.manual_seed(seed)
-    model = Transformer(TransformerConfig(n_layers=1, seq_len=16, qk_norm=qk_norm)).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
-    factor = (lambda step: min(1.0, (step + 1) / warmup)) if warmup else (lambda step: 1.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(opt, factor)
-    batches = torch.Generator().manual_seed(seed)
-    log = []
-    for _ in range(steps):
-        x, y = get_batch(data, 8, 16, batches)
-        logits = model(x.to(device))
-        loss, ce, log_z = lm_loss(logits, y.to(device), z_loss)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        schedule.step()
-        attn, absent_p = model.blocks[0].attn, logits.softmax(-1)[..., absent].sum(-1)
-        record = [ce, attn.max_logit, attn.entropy, log_z, logits[..., absent].mean()]
-        log.append(torch.stack([*record, absent_p.mean()]).detach())
-    keys = ["loss", "max_logit", "entropy", "log_z", "absent_logit", "absent_p"]
-    return dict(zip(keys, torch.stack(log).T.cpu()))
-
-
-# --8<-- [end:train]
-
-# --8<-- [start:sweep]
-seeds = range(3)
-compared = [(0.01, False), (0.1, False), (0.1, True)]
-runs = {(lr, qk): [train(lr, s, qk_norm=qk) for s in seeds] for lr, qk in compared}
-
-
-def late(logs, key):
-    return [log[key][-5:].mean().item() for log in logs]
-
-
-print(f"{'last 5 steps, 3 seeds':>22}{'largest logit':>20}{'entropy (nats)':>24}{'loss':>20}")
-for (lr, qk), logs in runs.items():
-    name = f"lr {lr:g}, QK-norm {'on' if qk else 'off'}"
-    cells = [spread(late(logs, key)) for key in ("max_logit", "entropy", "loss")]
-    print(f"{name:>22}{cells[0]:>20}{cells[1]:>24}{cells[2]:>20}")
-assert min(late(runs[0.1, False], "max_logit")) > 5 * max(late(runs[0.1, True], "max_logit"))
-# --8<-- [end:sweep]
-
-# --8<-- [start:z_runs]
-z_runs = [train(0.1, s, qk_norm=True, z_loss=1e-4) for s in seeds]
-columns = {"log_z": "log Z", "absent_logit": "absent logit", "absent_p": "absent prob."}
-columns["loss"] = "cross-entropy"
-print(" " * 12 + "".join(f"{name:>23}" for name in columns.values()))
-for name, logs in [("no z-loss", runs[0.1, True]), ("z-loss 1e-4", z_runs)]:
-    print(f"{name:<12}" + "".join(f"{spread(late(logs, key)):>23}" for key in columns))
-z_effect = {
-    key: [a - b for a, b in zip(late(z_runs, key), late(runs[0.1, True], key))]
-    for key in ("log_z", "loss")
-}
-effects = "; ".join(f"{key} {spread(d)}" for key, d in z_effect.items())
-print(f"with minus without, same seed: {effects}")
-assert max(z_effect["log_z"]) < 0
-# --8<-- [end:z_runs]
 
 # --8<-- [start:first_step]
 torch.manual_seed(0)
@@ -194,14 +129,79 @@ print(f"weights that moved by lr (within 1%) on step 1: {at_lr:.1%}")
 print(f"attention weights' std: {std_before:.4f} at init, {std_after:.4f} after one step")
 # --8<-- [end:first_step]
 
-# --8<-- [start:warmup]
-warmup_steps = 6
-warm_runs = [train(0.1, s, warmup=warmup_steps) for s in seeds]
-for name, logs in [("no warmup", runs[0.1, False]), (f"{warmup_steps}-step warmup", warm_runs)]:
-    step_3 = spread([log["max_logit"][2].item() for log in logs])
-    logit, loss = spread(late(logs, "max_logit")), spread(late(logs, "loss"))
-    print(f"{name:>14}: largest logit {step_3} at step 3, {logit} at the end; loss {loss}")
-# --8<-- [end:warmup]
+
+# --8<-- [start:groups]
+def adamw_groups(model, lr, width_mult=1.0):
+    hidden, embeddings, gains = [], [], []
+    for name, p in model.named_parameters():
+        if p.dim() < 2:
+            gains.append(p)
+        elif name.startswith("blocks."):
+            hidden.append(p)
+        else:
+            embeddings.append(p)
+    return [
+        dict(params=hidden, lr=lr / width_mult, weight_decay=0.1 * width_mult),
+        dict(params=embeddings, lr=lr, weight_decay=0.1),
+        dict(params=gains, lr=lr, weight_decay=0.0),
+    ]
+
+
+def warmup_cosine(step, warmup, steps):
+    if step < warmup:
+        return (step + 1) / warmup
+    return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+
+
+split = int(0.9 * len(data))
+train_data, val_data = data[:split], data[split:]
+val_windows = val_data[torch.arange(0, len(val_data) - 64, 64)[:, None] + torch.arange(65)]
+
+
+def val_loss(model, width_mult=1.0):
+    with torch.no_grad():
+        v = val_windows.to(device)
+        logits = model(v[:, :-1]) / width_mult
+        return F.cross_entropy(logits.flatten(0, 1), v[:, 1:].flatten()).item()
+
+
+# --8<-- [end:groups]
+
+
+# --8<-- [start:train]
+def train(lr, seed, steps=300, warmup=10, z_loss=0.0, width=64, mup=False, **switches):
+    torch.manual_seed(seed)
+    cfg = TransformerConfig(hidden=width, n_heads=width // 16, n_layers=2, seq_len=64, **switches)
+    model = Transformer(cfg).to(device)
+    mult = width / 64 if mup else 1.0
+    groups = adamw_groups(model, lr, mult)
+    with torch.no_grad():
+        for p in groups[0]["params"]:
+            p.mul_(mult**-0.5)
+    opt = torch.optim.AdamW(groups, betas=(0.9, 0.95))
+    schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, warmup, steps))
+    batches, log = torch.Generator().manual_seed(seed), []
+    for _ in range(steps):
+        x, y = get_batch(train_data, 16, 64, batches)
+        loss, ce, log_z = lm_loss(model(x.to(device)) / mult, y.to(device), z_loss)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        schedule.step()
+        max_logit = torch.stack([block.attn.max_logit for block in model.blocks]).max()
+        log.append(torch.stack([ce.detach(), max_logit, log_z.detach()]))
+    log = dict(zip(["loss", "max_logit", "log_z"], torch.stack(log).T.cpu()))
+    return log | {"val": val_loss(model, mult)}
+
+
+# --8<-- [end:train]
+
+# --8<-- [start:first_losses]
+log = train(1e-3, seed=0, steps=5)
+print("first 5 losses:", " ".join(f"{x:.4f}" for x in log["loss"].tolist()))
+# --8<-- [end:first_losses]
+
 
 # --8<-- [start:reference]
 torch.manual_seed(0)

@@ -46,7 +46,7 @@ def test_a_widget_takes_its_title_from_the_captions_bold_lead():
 def test_a_figure_without_a_caption_is_reported(caplog):
     with caplog.at_level(logging.WARNING):
         convert(f"{FIGURE}\n\nNo caption here.\n")
-    assert "a figure has no caption" in caplog.text
+    assert "a figure has no caption: write a `/// caption` block" in caplog.text
 
 
 def test_inline_values_are_written_into_the_sentence_escaped():

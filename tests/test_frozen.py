@@ -6,14 +6,15 @@ whose code or data changed is refused with a message that names the file and the
 
 Tolerance of the replay: CPU float32 arithmetic repeats bit for bit on one machine with one
 torch version and one thread, so where the record's device and versions are this process's the
-values must be equal. Elsewhere another CPU's kernels may sum in another order: a few steps of
-AdamW at the record's smallest learning rate then move the loss by about 1e-6 relative, and
-rtol=1e-4 allows that while a changed model, loop or data (which moves it by 1e-2 or more, see
-test_replay_detects_a_changed_run) fails.
+values must be equal. Elsewhere another CPU's kernels may sum in another order, which moves a
+float32 loss by about 1e-7 relative per operation; RTOL allows that over five steps, while a
+changed run moves them by more (test_replay_detects_a_changed_run: twice the learning rate or
+another seed by over 1e-3, QK-norm switched on by 3e-4).
 """
 
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 import os
@@ -33,6 +34,7 @@ NAMES = sorted(p.stem for p in (ROOT / freeze.RECORDS).glob("*.json"))
 FIELDS = ("name", "command", "fingerprint", "files", "versions", "device", "date")
 FIELDS += ("wall_seconds", "config", "replay")
 STEPS = 5
+RTOL = 1e-4
 
 
 def test_every_experiment_has_a_record_and_every_record_an_experiment():
@@ -58,22 +60,35 @@ def test_replay_matches_the_record(name):
     module = importlib.import_module(f"tools.experiments.{name}")
     expected = record["replay"][:STEPS]
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # as tools.freeze runs it
     try:
         got = module.replay(record, len(expected))
+        here = freeze.device()
     finally:
         torch.set_num_threads(threads)
-    same_machine = record["device"] == freeze.device() and record["versions"] == {
+    same_machine = record["device"] == here and record["versions"] == {
         "python": platform.python_version(),
         "torch": torch.__version__,
     }
-    tolerance = dict(rtol=0.0, atol=0.0) if same_machine else dict(rtol=1e-4, atol=0.0)
+    tolerance = dict(rtol=0.0, atol=0.0) if same_machine else dict(rtol=RTOL, atol=0.0)
     torch.testing.assert_close(
         torch.tensor(got, dtype=torch.float64),
         torch.tensor(expected, dtype=torch.float64),
         **tolerance,
         msg=lambda m: f"{name}: the replayed first steps differ from the record: {m}",
     )
+
+
+@pytest.mark.parametrize("change", [{"lr": 2e-3}, {"seed": 1}, {"setting": "qk_norm"}])
+def test_replay_detects_a_changed_run(change):
+    from tools.experiments import transformer_lr
+
+    record = records.load("transformer_lr")
+    changed = copy.deepcopy(record)
+    changed["runs"][0].update(change)
+    got = transformer_lr.replay(changed, STEPS)
+    moved = max(abs(a - b) / abs(b) for a, b in zip(got, record["replay"]))
+    assert moved > 2 * RTOL, f"{change} moved the first steps by only {moved:.1e}"
 
 
 # --- the machinery on a toy repository: tools/ copied beside an experiment that reads data

@@ -69,6 +69,19 @@ def test_run_ranks_reports_a_rank_error_and_leaves_no_file(monkeypatch, tmp_path
     assert list(tmp_path.iterdir()) == []
 
 
+def _fail_or_wait(rank, world_size, spec):
+    if rank == 1:
+        raise ValueError("rank 1 fails while rank 0 waits for it")
+    time.sleep(120)  # as a rank blocked on a collective with a dead peer
+
+
+def test_run_ranks_stops_at_the_first_failed_rank_without_waiting_for_the_deadline():
+    begin = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"(?s)test: rank 1 failed:.*waits for it"):
+        run_ranks("tests.test_ranks:_fail_or_wait", 2, None, 100, "test")
+    assert time.monotonic() - begin < 30
+
+
 def _layer_norm(rank, world_size, spec):
     x = torch.randn(4096, 256)
     return float(torch.nn.functional.layer_norm(x, (256,)).abs().sum())

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from gradflow_site import cells, run
+from gradflow_site import cells, run, worker
 
 PAGE = """# A page
 
@@ -82,7 +82,7 @@ def test_page_cells_name_a_broken_include_with_page_and_line():
 
 
 def test_a_value_shows_the_name_as_the_page_has_it_at_that_point():
-    out = run._worker_run("docs/p.md", cells.cells(PAGE.split("\n")), track=False)["outputs"]
+    out = worker.run_page("docs/p.md", cells.cells(PAGE.split("\n")), track=False)["outputs"]
     assert out == [
         {"value": "2"},
         {"output": "x is 3\n"},
@@ -98,23 +98,29 @@ def test_every_session_starts_from_the_same_seed():
         '```python exec="1" session="a"\nimport torch\nprint(torch.rand(1).item())\n```\n\n'
         '```python exec="1" session="b"\nimport torch\nprint(torch.rand(1).item())\n```\n'
     )
-    a, b = run._worker_run("docs/s.md", cells.cells(page.split("\n")), track=False)["outputs"]
+    a, b = worker.run_page("docs/s.md", cells.cells(page.split("\n")), track=False)["outputs"]
     assert a == b
 
 
 def test_a_raising_block_is_reported_once_and_its_session_stops():
     page = '```python exec="1" session="e"\ny = 1\nraise KeyError("k")\n```\n\n`{python} y`\n'
     page_cells = cells.cells(page.split("\n"), [f"docs/e.md:{n}" for n in range(1, 10)])
-    done = run._worker_run("docs/e.md", page_cells, track=False)
+    done = worker.run_page("docs/e.md", page_cells, track=False)
     error, skipped = done["outputs"]
     assert error["error"].startswith("docs/e.md:3: the executed block raised KeyError: 'k'")
     assert "raise KeyError" in error["error"]
     assert skipped == {"skipped": True} and done["failed"]
 
 
+def test_a_block_that_exits_is_reported_and_does_not_end_the_build():
+    page_cells = cells.cells(['```python exec="1" session="x"', "raise SystemExit(2)", "```"])
+    (out,) = worker.run_page("docs/x.md", page_cells, track=False)["outputs"]
+    assert "raised SystemExit: 2" in out["error"]
+
+
 def test_a_raising_value_names_its_line_and_expression():
     page_cells = cells.cells(["Text `{python} 1 / 0` here."], ["docs/v.md:9"])
-    (out,) = run._worker_run("docs/v.md", page_cells, track=False)["outputs"]
+    (out,) = worker.run_page("docs/v.md", page_cells, track=False)["outputs"]
     assert out["error"] == (
         "docs/v.md:9: inline value `{python} 1 / 0` raised ZeroDivisionError: division by zero"
     )
@@ -122,7 +128,7 @@ def test_a_raising_value_names_its_line_and_expression():
 
 def test_print_is_captured_as_markdown_exec_captures_it():
     page_cells = cells.cells(['```python exec="1"', 'print("a", 1, sep="-", end="!")', "```"])
-    (out,) = run._worker_run("docs/x.md", page_cells, track=False)["outputs"]
+    (out,) = worker.run_page("docs/x.md", page_cells, track=False)["outputs"]
     assert out == {"output": "a 1!"}  # markdown-exec joins with a space, whatever `sep`
 
 

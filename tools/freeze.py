@@ -142,9 +142,16 @@ def freeze(name: str, root: Path = ROOT) -> Path:
         )
     # a fresh interpreter: every module the experiment imports is imported anew and seen;
     # one thread: CPU float32 results then repeat bit for bit on the same machine and torch
-    os.environ["OMP_NUM_THREADS"] = "1"
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        data, files, where, versions, wall = pool.apply(_run_child, (name, str(root)))
+    threads = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = "1"  # the child reads it as it starts
+    try:
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            data, files, where, versions, wall = pool.apply(_run_child, (name, str(root)))
+    finally:
+        if threads is None:
+            del os.environ["OMP_NUM_THREADS"]
+        else:
+            os.environ["OMP_NUM_THREADS"] = threads
     data = _check(name, data)
     hashes = {f: sha256(root / f) for f in files}
     record = {
