@@ -100,7 +100,7 @@ def test_call_writes_train_arguments_as_python():
     assert page.call({}) == "train(seed)"
     assert page.call({"lr": 0.01, "warmup": 0}) == "train(seed, lr=0.01, warmup=0)"
     assert page.call({"corrupt": [200, 201, 202], "guard": "skip"}) == (
-        "train(seed, corrupt=range(200, 203), guard='skip')"
+        'train(seed, corrupt=range(200, 203), guard="skip")'
     )
 
 

@@ -177,7 +177,7 @@ def call(kwargs: dict) -> str:
     def value(v) -> str:
         if isinstance(v, list) and v == list(range(v[0], v[0] + len(v))):
             return f"range({v[0]}, {v[0] + len(v)})"
-        return repr(v)
+        return f'"{v}"' if isinstance(v, str) else repr(v)
 
     return "train(" + ", ".join(["seed", *(f"{k}={value(v)}" for k, v in kwargs.items())]) + ")"
 
