@@ -65,8 +65,8 @@ for checkpointed in (False, True):
         f"checkpointed={checkpointed!s:<5}: {held[checkpointed]:5.1f} block inputs held, "
         f"{stats.recomputed} blocks recomputed"
     )
-c = held[False] / cfg.n_layers
-print(f"one block saves {c:.1f} times its input")
+r = held[False] / cfg.n_layers
+print(f"one block saves {r:.1f} times its input")
 # --8<-- [end:every_block_measure]
 
 # --8<-- [start:sweep_figure]
@@ -78,9 +78,9 @@ for segments in counts:
     points.append((n // segments, measure(run, net).saved_bytes / unit))
 ks = [1 + i * 63 / 199 for i in range(200)]
 fig, ax = plt.subplots(figsize=(6.4, 3.8))
-ax.plot(ks, [segment_model(n, k) for k in ks], label="model: N/K + K")
+ax.plot(ks, [segment_model(n, k) for k in ks], label="model: L/K + K")
 ax.plot(*zip(*points), "o", label="measured (checkpoint_sequential)")
-ax.axvline(n**0.5, color="grey", linestyle=":", label=f"K = sqrt(N) = {n**0.5:.0f}")
+ax.axvline(n**0.5, color="grey", linestyle=":", label=f"K = sqrt(L) = {n**0.5:.0f}")
 ax.axhline(n + 1, color="C3", linestyle="--", label="no checkpointing")
 ax.set_xscale("log", base=2)
 ax.set_xlabel("segment length K (layers)")
@@ -94,10 +94,10 @@ assert best == (8, segment_model(n, 8))
 # --8<-- [end:sweep_figure]
 
 # --8<-- [start:crossover]
-for name, layers, cost in (("64-layer MLP", 64, 1.0), ("16-block GPT", cfg.n_layers, c)):
+for name, layers, cost in (("64-layer MLP", 64, 1.0), ("16-block GPT", cfg.n_layers, r)):
     k_best = (layers / cost) ** 0.5
-    print(f"{name}: c = {cost:4.1f}, best segment length sqrt(N/c) = {k_best:.2f}")
-print(f"segments of 2 blocks hold less than every block once N > 2c = {2 * c:.0f} blocks")
+    print(f"{name}: r = {cost:4.1f}, best segment length sqrt(L/r) = {k_best:.2f}")
+print(f"segments of 2 blocks hold less than every block once L > 2r = {2 * r:.0f} blocks")
 # --8<-- [end:crossover]
 
 # --8<-- [start:selective]

@@ -105,6 +105,23 @@ assert all(r[0] < 1e-10 and r[-1] > 1 for r in by_scale.values())
 assert len({min(s for s, r in zip(scales, rs) if r >= 1) for rs in by_scale.values()}) == 3
 # --8<-- [end:figure]
 
+# --8<-- [start:draws]
+noise = torch.randn(32, 64, generator=torch.Generator().manual_seed(1)).to(device)
+losses = {"out.sum()": (None, out_norm), "random": (lambda o: (o * noise).sum(), noise.norm())}
+configs = [ref.MLPConfig(40, 64, "relu", "he", seed=seed) for seed in range(20)]
+nets = [ref.build_mlp(cfg, device=device) for cfg in configs]
+draws = {}
+for depth in (20, 40):
+    for name, (loss, norm) in losses.items():
+        g = [ref.gradient_norms(net[: 2 * depth], batch, loss)[0] / norm for net in nets]
+        draws[depth, name] = r = torch.stack(g).cpu()
+        print(
+            f"{depth} layers, {name:9s}: median {r.median():.2f}, from {r.min():.2f} to "
+            f"{r.max():.2f}, root mean square {r.square().mean().sqrt():.2f}"
+        )
+assert all(0.7 < draws[d, "random"].square().mean().sqrt() < 1.4 for d in (20, 40))
+# --8<-- [end:draws]
+
 # --8<-- [start:what_controls]
 torch.manual_seed(1)
 cases = [(16, 0.35), (256, 0.0875), (256, 0.35)]

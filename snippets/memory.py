@@ -68,6 +68,43 @@ fits_13b = [b <= h100 for b in per_gpu["13B"]]
 assert fits_13b == [False, False, True, True]
 # --8<-- [end:sharding]
 
+# --8<-- [start:fsdp2_step]
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+from gradflow_ref.sharding import FSDPRun
+
+
+def fsdp2_step(rank: int, world_size: int, cfg: MemoryConfig) -> FSDPRun:
+    dist.init_process_group("gloo")
+    try:
+        torch.manual_seed(0)
+        model = GPT(cfg)
+        mesh = init_device_mesh("cpu", (world_size,))
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for block in model.layers:
+            fully_shard(block, mesh=mesh, mp_policy=policy)
+        fully_shard(model, mesh=mesh, mp_policy=policy)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        tokens = torch.randint(0, cfg.vocab, (cfg.micro_batch, cfg.seq_len + 1))
+        model(tokens[:, :-1], tokens[:, 1:]).backward()
+        opt.step()
+
+        def local_bytes(tensors):
+            return sum(t.to_local().numel() * t.element_size() for t in tensors)
+
+        params = list(model.parameters())
+        states = [opt.state[p][k] for p in params for k in ("exp_avg", "exp_avg_sq")]
+        return FSDPRun(
+            local_bytes(params), local_bytes(p.grad for p in params), local_bytes(states)
+        )
+    finally:
+        dist.destroy_process_group()
+
+
+# --8<-- [end:fsdp2_step]
+
 # --8<-- [start:fsdp2]
 tiny = MemoryConfig(n_layers=2, hidden=64, n_heads=4, seq_len=16, vocab=101)
 n_ranks = 2

@@ -1,5 +1,6 @@
 # --8<-- [start:imports]
 import copy
+import math
 
 import torch
 import torch.nn.functional as F
@@ -50,7 +51,11 @@ torch.manual_seed(0)
 x = torch.full((100_000,), 1.001, device=device)
 r = stochastic_bf16(x).float()
 up = (r > 1).float().mean().item()
-print(f"values {sorted(set(r.tolist()))}, rounded up {up:.4f}")
+share = (x[0].item() - 1) / 2**-7
+z = (up - share) / (share * (1 - share) / len(x)) ** 0.5
+chance = math.erfc(abs(z) / 2**0.5)
+print(f"values {sorted(set(r.tolist()))}, rounded up {up:.4f}, expected {share:.4f}")
+print(f"{z:+.2f} standard errors; unbiased rounding lands this far off in {chance:.1%} of draws")
 print(f"mean {r.mean().item():.6f} (x = {x[0].item():.6f}); nearest gives {x[0].bfloat16().item()}")
 # --8<-- [end:sr]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 
 import pytest
@@ -121,6 +122,20 @@ def test_layout_rejects_an_unknown_key():
         memory.layout("int8")
 
 
-def test_source_is_a_python_block_of_the_function():
-    text = memory.source(memory.layout)
-    assert text.startswith("```python\ndef layout(") and text.endswith("```")
+def _step_body(source: str) -> list[str]:
+    """The lines of an FSDP2 step from joining the process group to leaving it, comments off."""
+    lines = [line.split("  #")[0].rstrip() for line in source.splitlines()]
+    start = next(i for i, line in enumerate(lines) if "dist.init_process_group" in line)
+    end = next(i for i, line in enumerate(lines) if "dist.destroy_process_group()" in line)
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    return [line[indent:] for line in lines[start : end + 1] if line.strip()]
+
+
+def test_fsdp2_step_shown_is_the_step_measure_fsdp2_runs():
+    # the page shows the step a reader runs under torchrun; measure_fsdp2 runs the reference's
+    from gradflow_ref import sharding
+    from tests._site import ROOT
+
+    text = (ROOT / "snippets/memory.py").read_text(encoding="utf-8")
+    shown = re.search(r"\[start:fsdp2_step\]\n(.*?)# --8<-- \[end:fsdp2_step\]", text, re.S)
+    assert _step_body(shown.group(1)) == _step_body(inspect.getsource(sharding.fsdp2_step))

@@ -54,8 +54,8 @@ def test_diagnosis_median_matches_torch(page, values):
 
 def test_diagnosis_peaks_and_gaps_match_the_data(page, data):
     for failure in data["failures"]:
-        for which in ("fail", "fix"):
-            for key, series in failure[which].items():
+        for series_by_key in (failure["fail"], failure["fix"], data["healthy"]):
+            for key, series in series_by_key.items():
                 peaks = page.evaluate("(s) => GF.logic.diagnosis.peaks(s)", series)
                 gaps = page.evaluate("(s) => GF.logic.diagnosis.gaps(s)", series)
                 for row, peak, gap in zip(series, peaks, gaps):
@@ -72,24 +72,22 @@ def test_diagnosis_widget_opens_on_the_first_failure_and_its_signature(widget, d
     assert status.get_attribute("data-failure") == first["name"]
 
 
-def test_diagnosis_widget_picking_fp16_shows_its_nan_steps(widget, data):
-    widget.get_by_label("Failure", exact=True).select_option("FP16 overflow")
-    fp16 = next(f for f in data["failures"] if f["name"] == "FP16 overflow")
+def test_diagnosis_widget_picking_a_failure_shows_its_signal_and_verdict(widget, data):
+    growth = next(f for f in data["failures"] if f["name"] == "attention-logit growth")
+    widget.get_by_label("Failure", exact=True).select_option(growth["name"])
     status = widget.locator(".gf-status")
-    assert widget.get_by_label("Signal", exact=True).input_value() == fp16["signature"] == "loss"
-    expected = [sum(v is None for v in row) for row in fp16["fail"]["loss"]]
-    assert status.get_attribute("data-gaps-fail") == ",".join(map(str, expected))
-    assert all(n > 0 for n in expected)
-    assert status.get_attribute("data-gaps-fix") == "0,0,0"
-    assert "the remedy skipped" in status.text_content()
+    assert widget.get_by_label("Signal", exact=True).input_value() == growth["signature"]
+    assert status.get_attribute("data-signal") == "logit"
+    said = "made no difference" if growth["verdict"] == "no difference" else growth["verdict"]
+    assert f"the remedy {said}." in status.text_content()
 
 
 def test_diagnosis_widget_signal_select_redraws_the_chart(widget, data):
-    widget.get_by_label("Failure", exact=True).select_option("attention-logit growth")
+    widget.get_by_label("Failure", exact=True).select_option("missing divisor")
     widget.get_by_label("Signal", exact=True).select_option("loss")
     status = widget.locator(".gf-status")
     assert status.get_attribute("data-signal") == "loss"
     title = widget.locator("svg.gf-chart").get_attribute("aria-label")
-    assert title.startswith("training loss against optimizer step: attention-logit growth")
-    # one line per seed and run at least (a line breaks where a value is inf/NaN)
-    assert widget.locator("svg.gf-chart path").count() >= 6
+    assert title.startswith("training loss (mean of 10 steps) against training step: missing")
+    # one line per seed of the failing run, the remedy and the healthy run at least
+    assert widget.locator("svg.gf-chart path").count() >= 3 * len(data["healthy"]["loss"])

@@ -7,7 +7,6 @@ static table; the other functions return Markdown for one-line executed blocks.
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import fields
 
 import markdown
@@ -33,7 +32,6 @@ __all__ = [
     "fits",
     "fsdp_table",
     "sharding_data",
-    "source",
 ]
 
 GB = 1e9  # the datasheets' unit: 80 GB = 80e9 bytes
@@ -258,8 +256,3 @@ def sharding_data(n_gpus: int = 8, stage: int = 0, card: str = "H100 SXM") -> di
         "gpus": [[name, g.memory_bytes] for name, g in GPUS.items()],
         "defaults": {"gpus": n_gpus, "stage": stage, "gpu": card},
     }
-
-
-def source(func) -> str:
-    """Return `func`'s source as a fenced Python block, for a page to print what a run ran."""
-    return f"```python\n{inspect.getsource(func).rstrip()}\n```"

@@ -42,6 +42,6 @@ def widget(factors=FACTORS, depth: int = DEPTH, start: float = START) -> str:
     plain_log_ticks(ax)
     ax.set_xlabel("layer (1 = closest to the input)")
     ax.set_ylabel("gradient norm / output's")
-    ax.set_title(f"Factor {start}: the gradient reaching each layer")
+    ax.set_title(f"Factor {start}: the gradient at each layer's input")
     data = {"factors": list(factors), "depth": depth, "grads": rounded(grads)}
     return make_widget("telephone", data, static=svg(fig))

@@ -1,11 +1,10 @@
-// Chapter 10: a gallery of induced failures. Pick a failure and a signal; the chart draws that
-// signal at every optimizer step for the failing run and for its remedy, one line per seed, from
-// runs of gradflow_site.pages.diagnosis.gallery made at build. A gap in a line is a step whose
-// value was inf or NaN; the status line says how many, and what the remedy did (skipped steps,
-// rollbacks).
-// data: {signals: {key: [label, log]}, failures: [{name, remedy, signature, steps,
-//   fail: {key: [[per step, null = inf/NaN] per seed]}, fix: {...}, skipped: [per seed],
-//   rolled_back: [per seed]}]}
+// Chapter 10: a gallery of induced failures, read from a frozen record. Pick a failure and a
+// signal; the chart draws that signal per window of `every` steps for every seed of the failing
+// run, of its remedy and of the healthy run (gradflow_site.pages.diagnosis.widget). A gap in a
+// line is a window whose value was inf or NaN; the status line gives each run's peak per seed.
+// data: {every, signals: {key: [label, log]}, healthy: {key: [[per window, null = inf/NaN]
+//   per seed]}, failures: [{name, signature, verdict, fail: {key: ...}, fix: {...},
+//   skipped: [per seed]}]}
 GF.register("diagnosis", (live, data) => {
   const keys = Object.keys(data.signals);
   const logic = (GF.logic.diagnosis = {
@@ -27,13 +26,13 @@ GF.register("diagnosis", (live, data) => {
       const v = row.filter((x) => x !== null);
       return v.length ? Math.max(...v) : null;
     }),
-    /** Steps (per seed) whose value was inf/NaN. */
+    /** Windows (per seed) whose value was inf/NaN. */
     gaps: (series) => series.map((row) => row.filter((x) => x === null).length),
-    /** [min, max] over every finite, positive-where-log value of both runs. */
-    range(f, key, log) {
-      const all = [...f.fail[key], ...f.fix[key]].flat().filter((x) => x !== null && (!log || x > 0));
-      if (!all.length) return [log ? 0.1 : 0, 1];
-      let lo = Math.min(...all), hi = Math.max(...all);
+    /** [min, max] over every finite, positive-where-log value of the given series. */
+    range(all, log) {
+      const v = all.flat(2).filter((x) => x !== null && (!log || x > 0));
+      if (!v.length) return [log ? 0.1 : 0, 1];
+      const lo = Math.min(...v), hi = Math.max(...v);
       if (log) return [lo / 1.5, hi * 1.5];
       const pad = (hi - lo) * 0.08 || 1;
       return [lo - pad, hi + pad];
@@ -41,9 +40,14 @@ GF.register("diagnosis", (live, data) => {
   });
 
   const state = { name: data.failures[0].name, key: data.failures[0].signature };
+  const runs = [
+    ["healthy", "healthy run", "var(--md-default-fg-color--light)", undefined],
+    ["fail", "failure", GF.color(0), undefined],
+    ["fix", "remedy", GF.color(2), "6 4"],
+  ];
   const status = GF.status();
   const chartBox = GF.h("div", {});
-  const legend = GF.legend([["failure (one line per seed)", GF.color(0)], ["remedy (one line per seed)", GF.color(2), true]]);
+  const legend = GF.legend(runs.map(([, label, color, dash]) => [`${label} (one line per seed)`, color, Boolean(dash)]));
   const signal = GF.select({
     label: "Signal",
     options: keys.map((k) => [k, data.signals[k][0]]),
@@ -65,37 +69,37 @@ GF.register("diagnosis", (live, data) => {
   const draw = () => {
     const f = logic.failure(state.name);
     const [label, log] = data.signals[state.key];
-    const [lo, hi] = logic.range(f, state.key, log);
+    const series = { healthy: data.healthy[state.key], fail: f.fail[state.key], fix: f.fix[state.key] };
+    const [lo, hi] = logic.range(Object.values(series), log);
+    const windows = series.fail[0].length;
     const chart = GF.chart({
-      title: `${label} against optimizer step: ${f.name}, failure and remedy (${f.remedy})`,
+      title: `${label} against training step: ${f.name}, failure, remedy and healthy run`,
       height: 260,
-      x: { min: 1, max: f.steps, label: "optimizer step" },
+      x: { min: data.every, max: data.every * windows, label: "training step" },
       y: { min: lo, max: hi, log, label },
     });
-    for (const [which, color, dash] of [["fail", GF.color(0), undefined], ["fix", GF.color(2), "6 4"]]) {
-      for (const row of f[which][state.key]) {
+    for (const [which, , color, dash] of runs) {
+      for (const row of series[which]) {
         // a null (inf/NaN) breaks the line: draw each finite stretch on its own
         let piece = [];
         row.forEach((y, i) => {
           if (y === null || (log && y <= 0)) {
-            if (piece.length) chart.line(piece, { color, dash, width: 1.8 });
+            if (piece.length) chart.line(piece, { color, dash, width: 1.6 });
             piece = [];
-          } else piece.push([i + 1, y]);
+          } else piece.push([data.every * (i + 1), y]);
         });
-        if (piece.length) chart.line(piece, { color, dash, width: 1.8 });
+        if (piece.length) chart.line(piece, { color, dash, width: 1.6 });
       }
     }
     chartBox.replaceChildren(chart.svg);
     const fmtAll = (xs) => xs.map((x) => GF.fmt(x)).join(", ");
-    const gf = logic.gaps(f.fail[state.key]), gx = logic.gaps(f.fix[state.key]);
-    const extra = [];
-    if (f.skipped.some((n) => n > 0)) extra.push(`the remedy skipped ${f.skipped.join(", ")} steps`);
-    if (f.rolled_back.some((n) => n > 0)) extra.push(`rolled back ${f.rolled_back.join(", ")} times`);
+    const gf = logic.gaps(series.fail), gx = logic.gaps(series.fix);
+    const skipped = f.skipped.some((n) => n > 0) ? ` The remedy skipped ${f.skipped.join(", ")} steps per seed.` : "";
     status.textContent =
-      `${f.name}: ${label}, largest per seed: failure ${fmtAll(logic.peaks(f.fail[state.key]))}; ` +
-      `remedy (${f.remedy}) ${fmtAll(logic.peaks(f.fix[state.key]))}. ` +
-      `Steps with inf/NaN per seed: failure ${gf.join(", ")}, remedy ${gx.join(", ")}` +
-      (extra.length ? `; ${extra.join("; ")} (per seed).` : ".");
+      `${f.name}: ${label}, largest per seed: failure ${fmtAll(logic.peaks(series.fail))}; ` +
+      `remedy ${fmtAll(logic.peaks(series.fix))}; healthy ${fmtAll(logic.peaks(series.healthy))}. ` +
+      `Windows with inf/NaN per seed: failure ${gf.join(", ")}, remedy ${gx.join(", ")}. ` +
+      `On the held-out loss the remedy ${f.verdict === "no difference" ? "made no difference" : f.verdict}.${skipped}`;
     Object.assign(status.dataset, { failure: f.name, signal: state.key, gapsFail: gf.join(","), gapsFix: gx.join(",") });
   };
   live.append(GF.controls(pick.el, signal.el), legend, chartBox, status);

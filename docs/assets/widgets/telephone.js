@@ -10,7 +10,7 @@ GF.register("telephone", (live, data) => {
   const ymin = 10 ** Math.floor(Math.log10(Math.min(...all)));
   const ymax = 10 ** Math.ceil(Math.log10(Math.max(...all)));
   const chart = GF.chart({
-    title: "Gradient norm reaching each layer",
+    title: "Gradient norm at each layer's input",
     height: 280,
     x: { min: 0.5, max: depth + 0.5, label: "layer (1 = closest to the input)", ticks: [1, 10, 20, 30, 40, 50] },
     y: { min: ymin, max: ymax, log: true, label: "gradient norm / output's" },
