@@ -1,5 +1,6 @@
-"""Every chapter's lab notebook is generated from its snippets, is valid, and carries what it
-needs to run outside the repository. (The two labs on the site are also executed by the build.)
+"""Every chapter's lab notebook is generated from its snippets, is valid, carries what it needs
+to run outside the repository, and is offered under its chapter's title. (The executed lab
+page is written from its chapter's run by the build.)
 """
 
 from __future__ import annotations
@@ -33,6 +34,17 @@ def test_labs_exist_for_every_chapter_with_a_snippet_file():
     pages = {p.stem for p in (ROOT / "docs").glob("*.md")}
     assert set(CHAPTERS) == snippet_names & pages
     assert "train" not in CHAPTERS
+
+
+@pytest.mark.parametrize("name", sorted(CHAPTERS))
+def test_every_chapter_with_a_lab_offers_it_under_its_title(name):
+    text = (ROOT / "docs" / f"{name}.md").read_text(encoding="utf-8")
+    title = text.index("\n# ")
+    button = f"[:material-download: Download this chapter as a notebook](labs/{name}.ipynb)"
+    assert text.find(button, title) == text.index("\n", title + 1) + 2, (
+        f"docs/{name}.md: put the lab's download button on the line after the title's blank line"
+    )
+    assert (ROOT / "docs" / "labs" / f"{name}.ipynb").exists(), "run `make notebooks`"
 
 
 def test_is_script_tells_a_program_from_a_lab(tmp_path):
