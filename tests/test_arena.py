@@ -1,5 +1,6 @@
-"""The arena's recipes (snippets/arena.py): each is a set of train.py Config changes that
-switches one technique on, and the runner holds the tokens per optimizer step fixed.
+"""The arena's recipes (snippets/arena.py): the full recipe is train.py's stack at chapter 8's
+scale, every other recipe is a set of Config changes that removes or swaps one technique of it,
+and the runner holds the tokens per optimizer step fixed.
 
 The snippet's sections run here without its races: the setup and recipes sections as written,
 then the runner with a stand-in for train.train that records the Config it was given.
@@ -18,6 +19,7 @@ from tests._site import ROOT
 
 SNIPPET = ROOT / "snippets" / "arena.py"
 TECHNIQUE = {  # which technique each Config field belongs to
+    "warmup": "warmup",
     "max_norm": "clipping",
     "precision": "precision",
     "loss_scaling": "precision",
@@ -44,8 +46,7 @@ def arena():
         seen.append(cfg)
         return {"log": [{"step": 0, "loss": 5.5, "val_loss": 5.4}]}
 
-    runner = code["race"].split("\nconditions =")[0]
-    exec(runner, namespace)
+    exec(code["race"], namespace)
     namespace["train"] = fake_train
     namespace["seen"] = seen
     return namespace
@@ -66,37 +67,36 @@ def test_recipes_change_only_config_fields(arena):
         assert set(changes) <= fields, name
 
 
-def test_recipes_switch_one_technique_each_except_none_and_full(arena):
+def test_recipes_change_one_technique_of_the_full_recipe_each(arena):
     for name, changes in arena["RECIPES"].items():
         techniques = {TECHNIQUE[field] for field in changes}
-        if name == "none":
-            assert techniques == set()
-        elif name == "full":
-            assert techniques == {"clipping", "precision", "accumulation", "checkpointing"}
-        else:
-            assert len(techniques) == 1, (name, techniques)
+        assert len(techniques) == (0 if name == "full" else 1), (name, techniques)
 
 
-def test_recipes_cover_the_issue_list(arena):
+def test_recipes_remove_warmup_and_clipping_and_swap_the_precision(arena):
     recipes = arena["RECIPES"]
-    assert recipes["clip"]["max_norm"] > 0
-    assert recipes["bf16"] == {"precision": "bf16"}
+    assert recipes["no-warmup"] == {"warmup": 0}
+    assert recipes["no-clip"] == {"max_norm": 0.0}
+    assert recipes["fp32"] == {"precision": "fp32"}
     assert recipes["bf16-pure"] == {"precision": "bf16-pure"}
-    assert recipes["fp16"] == {"precision": "fp16", "loss_scaling": False}
-    assert recipes["fp16-scaled"] == {"precision": "fp16"}
+    assert recipes["fp16"] == {"precision": "fp16"}
+    assert recipes["fp16-no-scaler"] == {"precision": "fp16", "loss_scaling": False}
     assert recipes["accum"]["accum_steps"] > 1
     assert recipes["ckpt"] == {"checkpointing": "full"}
 
 
-def test_base_trains_in_fp32_without_clipping(arena):
+def test_base_is_chapter_8s_scale_with_the_scripts_stack(arena):
     base = arena["base"]
-    assert base.precision == "fp32" and base.max_norm == 0
+    assert (base.n_layers, base.hidden, base.n_heads) == (2, 64, 4)
+    assert (base.micro_batch, base.seq_len, base.steps) == (16, 64, 300)
+    assert base.weight_decay == 0.1 and base.max_norm == 1.0 and base.precision == "bf16"
+    assert 0 < base.warmup < base.steps and base.loss_scaling
     assert base.accum_steps == 1 and base.checkpointing == "none"
 
 
-def test_base_evaluates_on_the_last_step(arena):
+def test_base_evaluates_on_the_last_step_only(arena):
     base = arena["base"]
-    assert base.steps % base.eval_every == 0
+    assert base.eval_every == base.steps
 
 
 def test_run_holds_tokens_per_step_fixed(arena):
@@ -107,12 +107,12 @@ def test_run_holds_tokens_per_step_fixed(arena):
 
 
 def test_run_applies_the_recipe_and_the_seed(arena):
-    arena["run"](arena["base"], "full", 2)
+    arena["run"](arena["base"], "fp16-no-scaler", 2)
     cfg = arena["seen"][-1]
     assert cfg.seed == 2
-    for field, value in arena["RECIPES"]["full"].items():
+    for field, value in arena["RECIPES"]["fp16-no-scaler"].items():
         assert getattr(cfg, field) == value, field
 
 
 def test_run_returns_the_log(arena):
-    assert arena["run"](arena["base"], "none", 0) == [{"step": 0, "loss": 5.5, "val_loss": 5.4}]
+    assert arena["run"](arena["base"], "full", 0) == [{"step": 0, "loss": 5.5, "val_loss": 5.4}]
