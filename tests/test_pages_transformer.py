@@ -4,9 +4,7 @@ computes from the frozen sweeps' records, on small records made here."""
 
 from __future__ import annotations
 
-import html
 import math
-import re
 import statistics
 
 import pytest
@@ -25,16 +23,28 @@ def _profiles(depths=(2, 3)):
     }
 
 
-def test_profile_figure_draws_four_settings_and_names_block_1():
+@pytest.fixture
+def figures(monkeypatch):
+    """The builders' matplotlib figures, before gradflow_site.render.svg turns them into SVG."""
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setattr(page, "svg", lambda fig: fig)
+    yield
+    plt.close("all")
+
+
+def test_profile_figure_draws_four_settings_relative_to_block_l(figures):
+    (ax,) = page.profile_figure(_profiles(), 3).axes
+    lines = {line.get_label(): line for line in ax.lines}
+    assert list(lines) == [text for text, _ in page.LABELS.values()]
+    assert list(lines["pre-LN, depth init on"].get_ydata()) == [4.0, 2.0, 1.0]
+    assert [line.get_linestyle() for line in lines.values()] == ["-", "--", "-", "--"]
+    assert ax.get_yscale() == "log"
+
+
+def test_profile_figure_renders_inline_svg_with_a_phone_variant():
     figure = page.profile_figure(_profiles(), 3)
-    wide, narrow = re.findall(r'<div class="gf-figure__(?:wide|narrow)">(.*?)</div>', figure)
-    assert 'viewBox="0 0 640 ' in wide and 'viewBox="0 0 340 ' in narrow
-    assert narrow.count("<polyline") == 4
-    svg = wide
-    assert svg.count("<polyline") == 4
-    assert svg.count('stroke-dasharray="5 4"') == 4  # depth init off: two lines, two legend keys
-    label = html.unescape(re.search(r'aria-label="([^"]*)"', svg).group(1))
-    assert "pre-LN, depth init on: block 1 gets 4 times block 3's" in label
+    assert figure.startswith('<figure class="gf-figure">') and "<svg" in figure
 
 
 def test_profile_figure_rejects_a_missing_setting():
@@ -143,45 +153,47 @@ def test_lr_table_has_a_row_per_setting_with_seed_ranges():
     assert rows[1].startswith("| QK-norm | 0.1 (0.1-0.1) | 2.000 (2.000-2.000) | 0.01 to 0.1 |")
 
 
-def _wide(figure: str) -> str:
-    wide, narrow = re.findall(r'<div class="gf-figure__(?:wide|narrow)">(.*?)</div>', figure)
-    assert 'viewBox="0 0 640 ' in wide and 'viewBox="0 0 340 ' in narrow
-    assert narrow.count("<polyline") == wide.count("<polyline")  # the phone draws the same
-    return wide
+def _titles(fig) -> list[str]:
+    return [ax.get_title() for ax in fig.axes]
 
 
-def test_lr_figure_draws_the_baseline_beside_each_other_setting():
+def test_lr_figure_draws_the_baseline_beside_each_other_setting(figures):
     rec = _lr_record(
         {"baseline": [[2.0, 3.0, None]], "qk_norm": [[2.0, 2.1, 2.2]], "warmup": [[2, 2, 3]]}
     )
-    svg = _wide(page.lr_figure(rec))
-    titles = re.findall(r'font-size="12">([^<]*)</text>', svg)
-    assert titles == ["QK-norm", "warmup 100 steps"]
-    assert svg.count("<polyline") == 4 and svg.count("<polygon") == 4  # 2 panels x 2 lines
-    label = html.unescape(re.search(r'aria-label="([^"]*)"', svg).group(1))
-    assert "baseline (best median at 0.01)" in label and "QK-norm: best median at 0.01" in label
+    fig = page.lr_figure(rec)
+    assert _titles(fig) == ["QK-norm", "warmup 100 steps"]
+    qk = fig.axes[0]
+    assert list(qk.lines[0].get_ydata()) == [2.0, 3.0, INITIAL]  # the baseline, diverged at 5
+    assert list(qk.lines[1].get_ydata()) == [2.0, 2.1, 2.2]
+    assert len(qk.collections) == 2  # a band per line
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert texts == ["baseline", "the panel's setting"]
 
 
-def test_lr_figure_draws_the_floor_when_given():
+def test_lr_figure_draws_the_floor_when_given(figures):
     rec = _lr_record({"baseline": [[2, 3, 4]], "qk_norm": [[2, 2, 3]]})
-    svg = _wide(page.lr_figure(rec, 4.5))
-    assert svg.count('stroke-dasharray="2 3"') == 2  # in the panel and in the legend
-    assert "byte frequencies" in svg
+    fig = page.lr_figure(rec, 4.5)
+    floors = [
+        line for line in fig.axes[0].lines if line.get_linestyle() == ":" and len(line.get_ydata())
+    ]
+    assert [list(line.get_ydata()) for line in floors] == [[4.5, 4.5]]
+    assert "byte frequencies" in [t.get_text() for t in fig.legends[0].get_texts()]
 
 
-def test_lr_figure_draws_a_diverged_seed_at_the_initial_loss():
-    rec = _lr_record({"baseline": [[2.0, 2.0, 2.0]], "qk_norm": [[2.0, 2.0, None]]})
-    svg = _wide(page.lr_figure(rec))
-    assert ">5.0</text>" in svg  # the y axis reaches the initial loss, 5.0
-
-
-def test_width_figure_draws_a_line_and_a_ring_per_width_in_each_parametrisation():
-    svg = _wide(page.width_figure(_width_record()))
-    assert svg.count("<polyline") == 4 and svg.count("<circle") == 4
-    assert "width 32" in svg and "width 64" in svg
-    label = html.unescape(re.search(r'aria-label="([^"]*)"', svg).group(1))
-    assert "standard: init 0.02, one LR: best median at 1 (width 32), 0.1 (width 64)" in label
-    assert "μP: best median at 0.1 (width 32), 0.1 (width 64)" in label
+def test_width_figure_draws_a_line_and_a_ring_per_width_in_each_parametrisation(figures):
+    fig = page.width_figure(_width_record())
+    assert _titles(fig) == ["standard: init 0.02, one LR", "μP"]
+    standard, mup = fig.axes
+    rings = [line for line in standard.lines if line.get_marker() == "o"]
+    assert [list(r.get_xdata()) for r in rings] == [[1.0], [0.1]]  # each width's best median
+    assert [
+        line.get_label() for line in standard.lines if not line.get_label().startswith("_")
+    ] == [
+        "width 32",
+        "width 64",
+    ]
+    assert [list(r.get_xdata()) for r in mup.lines if r.get_marker() == "o"] == [[0.1], [0.1]]
 
 
 def test_width_table_gives_each_seeds_best_lr():

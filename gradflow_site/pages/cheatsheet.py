@@ -1,48 +1,69 @@
-"""Build side of docs/cheatsheet.md: the measured costs its tables quote.
+"""Build side of docs/cheatsheet.md: the figures behind its rules, computed from the site's data.
 
-`costs` runs the cost sections of snippets/cheatsheet.py (the code the page shows under "How the
-costs were measured") in a namespace of its own, so the decision table at the top of the page
-quotes exactly what that code computes. The committed speeds are gradflow_site/pages/bench.py's.
+`measured` reads the frozen records the rules follow from (chapter 8's learning-rate and width
+sweeps, the arena's race, chapter 10's gallery) and measures what chapter 8 measures at build
+(the gradient through 48 blocks at initialisation, the loss of predicting bytes by frequency),
+with chapter 8's own code (snippets/transformer.py). The committed GPU and CPU speeds are
+gradflow_site/pages/bench.py's.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 from pathlib import Path
 from types import SimpleNamespace
 
-__all__ = ["COST_SECTIONS", "costs", "state_bytes_per_param"]
+from gradflow_site.pages import arena, diagnosis, sweeps
+from gradflow_site.pages.transformer import unigram_loss
+
+__all__ = ["DEEP", "chapter8_code", "measured", "state_bytes_per_param"]
 
 ROOT = Path(__file__).resolve().parents[2]
-SNIPPET = ROOT / "snippets" / "cheatsheet.py"
-COST_SECTIONS = ("setup", "checkpoint_costs", "memory_costs")  # in page order
+DEEP = 48  # blocks: the depth at which chapter 8 shows what depth-scaled init does
 
 
-def costs(snippet: Path = SNIPPET) -> SimpleNamespace:
-    """Run the cost sections of `snippet` and return the values they computed.
-
-    Returns:
-        A namespace with every name the sections define (ckpt_memory, ckpt_compute, ckpt64,
-        activation_ratio, weight_ratio, accum_memory, ...). What the sections print is dropped.
-
-    Raises:
-        ValueError: `snippet` lacks one of COST_SECTIONS.
-    """
+def chapter8_code() -> dict:
+    """Return the namespace of snippets/transformer.py's imports, profile and groups sections."""
     from gradflow_site.labs import sections
 
-    found = dict(sections(snippet))
-    missing = [name for name in COST_SECTIONS if name not in found]
-    if missing:
-        raise ValueError(
-            f"costs: {snippet} has no section {missing[0]!r}; add it between "
-            f"'# --8<-- [start:{missing[0]}]' and '# --8<-- [end:{missing[0]}]'."
-        )
-    namespace: dict = {"__name__": "cheatsheet_costs"}
-    with contextlib.redirect_stdout(io.StringIO()):
-        for name in COST_SECTIONS:
-            exec(compile(found[name], f"{snippet}:{name}", "exec"), namespace)  # noqa: S102
-    return SimpleNamespace(**{k: v for k, v in namespace.items() if not k.startswith("__")})
+    code = dict(sections(ROOT / "snippets" / "transformer.py"))
+    namespace: dict = {"__name__": "cheatsheet_chapter8"}
+    for name in ("imports", "profile", "groups"):
+        exec(compile(code[name], f"snippets/transformer.py:{name}", "exec"), namespace)  # noqa: S102
+    return namespace
+
+
+def measured() -> SimpleNamespace:
+    """Return the records and the figures the cheat sheet's rules quote.
+
+    Returns:
+        A namespace: `lr`, `width`, `race`, `gallery` (the records), `ceiling` (the loss below
+        which a learning rate trains, chapter 8's), `unigram` (the byte frequencies' held-out
+        loss), `ratio_on` and `ratio_off` (block 1's gradient over block 48's at
+        initialisation, with depth-scaled init and without it, seeds 0 to 2), `gallery_rows`
+        (chapter 10's summary per failure).
+
+    Raises:
+        RuntimeError: a record is stale (gradflow_site.records.load).
+    """
+    ns = chapter8_code()
+    lr = sweeps.record("transformer_lr")
+
+    def ratio(depth_init: bool, seed: int) -> float:
+        p = ns["grad_profile"](DEEP, "pre", depth_init, seed)
+        return (p[0] / p[-1]).item()
+
+    gallery = diagnosis.gallery()
+    return SimpleNamespace(
+        lr=lr,
+        width=sweeps.record("transformer_width"),
+        race=arena.record(),
+        gallery=gallery,
+        gallery_rows=diagnosis.summary(gallery),
+        ceiling=sweeps.ceiling(lr),
+        unigram=unigram_loss(ns["train_data"], ns["val_windows"]),
+        ratio_on=ratio(True, 0),
+        ratio_off=[ratio(False, seed) for seed in (0, 1, 2)],
+    )
 
 
 def state_bytes_per_param() -> int:
