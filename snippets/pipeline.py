@@ -143,12 +143,11 @@ shape = dict(n_params=7_000_000_000, n_layers=32, hidden=4096, n_heads=32, seq_l
 shape |= dict(micro_batch=1, vocab=32000, dropout=False, stores_scores=False)
 mixed = training_memory(MemoryConfig(**shape))
 ckpt = training_memory(MemoryConfig(**shape, checkpointing="full"))
-fp32 = training_memory(MemoryConfig(**shape, activation_dtype=torch.float32))
 big_batch = MemoryConfig(**shape | {"micro_batch": 256}, checkpointing="full")
 big_acts = training_memory(big_batch).activations
 w16 = (0.02 * torch.randn(100_000, generator=gen)).to(device, torch.bfloat16)
 lost = {u: (w16 + u == w16).float().mean().item() for u in (1e-7, 1e-5)}
-print(f"7B activations: BF16 {mixed.activations / GB:.1f} GB, FP32 {fp32.activations / GB:.1f} GB")
+print(f"7B activations: {mixed.activations / GB:.1f} GB")
 print(f"every layer checkpointed: {ckpt.activations / GB:.1f} GB")
 print(f"7B, {big_batch.micro_batch} sequences at once: {big_acts / GB:.0f} GB of activations")
 print(f"BF16 weights ignore {lost[1e-7]:.1%} of 1e-7 updates and {lost[1e-5]:.1%} of 1e-5")

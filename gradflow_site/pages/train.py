@@ -17,9 +17,7 @@ import dataclasses
 import importlib.util
 import io
 import math
-import os
 import re
-import resource
 import shutil
 import sys
 import tempfile
@@ -30,6 +28,9 @@ import torch
 from gradflow_ref._ranks import run_ranks
 from gradflow_ref.memory import GPT, MemoryConfig
 from gradflow_ref.sharding import predict_fsdp2
+
+# the guards' refusals and the build's memory, run in ranks of their own; read from here
+from gradflow_site.pages.train_guards import build_memory, refusal_block, refusals  # noqa: E402
 from gradflow_site.render import table
 
 __all__ = [
@@ -72,7 +73,6 @@ RESUME = dict(precision="fp16", lr=3e-2, warmup=2, print_every=10)  # FP16 that 
 SAVE_AT = 6  # the step after which the stopped run saved
 UNIFORM_LOSS = math.log(256)  # cross-entropy of a uniform guess over the 256 byte values
 TIMEOUT_S = 300.0
-FLIPPED = 4096  # bytes whose bits `refusals` flips in a checkpoint file
 
 
 def script():
@@ -268,79 +268,6 @@ def resume_gap(runs: dict, keys=("loss", "grad_norm", "lr", "loss_scale")) -> fl
     return max(abs(r[k] - full[r["step"]][k]) for r in runs["two"] for k in keys)
 
 
-def _refusals_rank(rank: int, world_size: int, spec: tuple[str, list[str]]) -> dict:
-    """The guards' messages, one scenario after the other, in one process (see `refusals`)."""
-    train = script()
-    folder, argv = spec
-    os.chdir(folder)  # this rank's own process: checkpoints in `folder`/c
-
-    def attempt(*extra):
-        try:
-            train.main([*argv, *extra])
-        except SystemExit as stop:
-            return str(stop.code)
-        return ""
-
-    attempt("--save-every", "2")
-    out = {"other_seed": attempt("--seed", "1", "--resume")}
-    out["other_lr"] = attempt("--lr", "0.01", "--resume")
-    shard = sorted(Path("c").glob("step-*/__0_0.distcp"))[-1]
-    with open(shard, "r+b") as f:  # FLIPPED bytes of flipped bits
-        f.seek(1024)
-        data = f.read(FLIPPED)
-        f.seek(1024)
-        f.write(bytes(b ^ 0xFF for b in data))
-    out["damaged"] = attempt("--resume")
-    return out
-
-
-def refusals(cfg) -> dict:
-    """Return what train.py prints when resumed with another seed, another learning rate, or
-    from a checkpoint with FLIPPED bytes of flipped bits: {"other_seed", "other_lr", "damaged"}.
-
-    `cfg` runs first, saving every 2 steps into a folder `c` of a temporary working folder.
-    """
-    argv = flags(dataclasses.replace(cfg, ckpt_dir="c", print_every=0))
-    argv += ["--data", str(SCRIPT.with_name("shakespeare.txt"))]
-    with tempfile.TemporaryDirectory(prefix="gradflow-refusals-") as tmp:
-        spec = (tmp, argv)
-        out = run_ranks("gradflow_site.pages.train:_refusals_rank", 1, spec, TIMEOUT_S, "refusals")
-    return {k: v.removeprefix("train.py: ") for k, v in out[0].items()}
-
-
-def _memory_rank(rank: int, world_size: int, fields: dict) -> dict:
-    import torch.distributed as dist
-    from torch.distributed.tensor import DTensor
-
-    train = script()
-    cfg = train.Config(**fields)
-    dist.init_process_group("gloo")
-    try:
-        before = _resident()
-        model = train.build_model(cfg, world_size, torch.device("cpu"))[0]
-        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
-        shard = sum(
-            (p.to_local() if isinstance(p, DTensor) else p).nbytes for p in model.parameters()
-        )
-        full = sum(p.numel() * p.element_size() for p in model.parameters())
-    finally:
-        dist.destroy_process_group()
-    return {"rank": rank, "grown": grown, "shard": shard, "full": full}
-
-
-def _resident() -> int:
-    """This process's resident size now, in bytes (Linux)."""
-    pages = int(Path("/proc/self/statm").read_text().split()[1])
-    return pages * os.sysconf("SC_PAGE_SIZE")
-
-
-def build_memory(cfg, world: int = 2) -> list[dict]:
-    """Build `cfg`'s model on `world` ranks; return per rank the growth of its peak resident
-    memory while building (bytes), its shard's bytes and the whole model's."""
-    fields = dataclasses.asdict(cfg)
-    return run_ranks("gradflow_site.pages.train:_memory_rank", world, fields, TIMEOUT_S, "memory")
-
-
 def autocast_dtypes() -> dict[str, str]:
     """Return the dtype softmax, layer norm and cross-entropy return under CPU autocast (BF16)."""
     x, target = torch.randn(4, 8, dtype=torch.bfloat16), torch.zeros(4, dtype=torch.long)
@@ -351,12 +278,6 @@ def autocast_dtypes() -> dict[str, str]:
             "cross_entropy": torch.nn.functional.cross_entropy(x, target),
         }
     return {k: str(v.dtype).removeprefix("torch.") for k, v in out.items()}
-
-
-def refusal_block(cfg) -> str:
-    """Return what `refusals(cfg)` printed, as a console block (cfg runs 4 steps)."""
-    messages = refusals(dataclasses.replace(cfg, steps=4, print_every=0)).values()
-    return console([], "\n".join(messages))
 
 
 def one_process(runs: dict) -> str:
