@@ -30,7 +30,12 @@ from gradflow_ref.memory import GPT, MemoryConfig
 from gradflow_ref.sharding import predict_fsdp2
 
 # the guards' refusals and the build's memory, run in ranks of their own; read from here
-from gradflow_site.pages.train_guards import build_memory, refusal_block, refusals  # noqa: E402
+from gradflow_site.pages.train_guards import (  # noqa: E402
+    FLIPPED,
+    build_memory,
+    refusal_block,
+    refusals,
+)
 from gradflow_site.render import table
 
 __all__ = [
@@ -57,6 +62,7 @@ __all__ = [
     "SMALL",
     "RESUME",
     "SAVE_AT",
+    "FLIPPED",
     "build_memory",
     "autocast_dtypes",
     "help_text",
