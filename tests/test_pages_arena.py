@@ -75,8 +75,8 @@ def test_paired_and_every_seed_compare_seed_by_seed():
 
 def test_differences_say_identical_runs_are_identical():
     assert page.differences([0.0, 0.0]) == "0, every seed"
-    assert page.differences([-0.0003, 0.033]) == "-0.0003 to +0.033"
-    assert page.differences([0.3, 0.3]) == "+0.3"
+    assert page.differences([-0.0003, 0.033]) == "-0.00030 to +0.033"
+    assert page.differences([0.3, 0.3]) == "+0.30"
 
 
 def test_same_needs_every_seed_identical():
@@ -102,8 +102,8 @@ def test_table_gives_each_recipe_its_range_verdict_and_seed_differences():
     rows = page.table(rec).splitlines()
     assert rows[0].startswith("| recipe | held-out loss | vs full | minus full, same seed |")
     assert rows[2] == "| full | 2.100 (2.000-2.200) | – | – | 3 | 0 |"
-    assert rows[3] == "| no-clip | 2.400 (2.300-2.500) | higher | +0.2 to +0.4 | 3 | 0 |"
-    assert rows[4] == "| fp16 | 2.100 (2.000-2.200) | within the spread | 0, every seed | 3 | 0 |"
+    assert rows[3] == "| no-clip | 2.400 (2.300-2.500) | higher | +0.20 to +0.40 | 3 | 0 |"
+    assert rows[4] == "| fp16 | 2.100 (2.000-2.200) | overlaps | 0, every seed | 3 | 0 |"
 
 
 def test_table_counts_diverged_seeds():

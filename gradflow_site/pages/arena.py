@@ -43,7 +43,7 @@ __all__ = [
 
 NAME = "arena"
 ROOT = Path(__file__).resolve().parents[2]
-WORDS = {"below": "lower", "above": "higher", "overlapping": "within the spread"}
+WORDS = {"below": "lower", "above": "higher", "overlapping": "overlaps"}
 
 
 def spread(values, fmt: str = ".3f") -> str:
@@ -155,12 +155,12 @@ def gap(rec: dict, recipe: str, against: str = "full") -> float:
 
 
 def differences(values: list[float]) -> str:
-    """Write paired differences as a signed range to two significant digits, or "0, every
-    seed" where every one is exactly 0."""
+    """Write paired differences as a signed range to two significant digits (trailing zeros
+    kept: "+0.30"), or "0, every seed" where every one is exactly 0."""
     if all(d == 0 for d in values):
         return "0, every seed"
     low, high = min(values), max(values)
-    return f"{low:+.2g}" if low == high else f"{low:+.2g} to {high:+.2g}"
+    return f"{low:+#.2g}" if low == high else f"{low:+#.2g} to {high:+#.2g}"
 
 
 def table(rec: dict, against: str = "full") -> str:
