@@ -141,9 +141,12 @@ def _path(md) -> str:
 
 
 def _plain(fragment: str) -> str:
-    """Return the text of an HTML fragment; inline TeX keeps its source without delimiters."""
-    text = html.unescape(_TAGS.sub("", fragment))
-    return " ".join(re.sub(r"\\[()\[\]]", "", text).split())
+    """Return the text of an HTML fragment; inline TeX as words a screen reader reads out:
+    `$\\sqrt{k}$` as "sqrt k", `$2^{-24}$` as "2^-24", without delimiters or backslashes."""
+    text = re.sub(r"\\[()\[\]]", "", html.unescape(_TAGS.sub("", fragment)))
+    text = re.sub(r"([_^])\{([^{}]*)\}", r"\1\2", text)  # 2^{-24} -> 2^-24
+    text = re.sub(r"\\([A-Za-z]+)", r"\1 ", text)  # \sqrt{k} -> sqrt {k}
+    return " ".join(text.replace("{", " ").replace("}", "").split())
 
 
 def _captioned(m: re.Match) -> str:

@@ -34,6 +34,12 @@ def test_a_caption_goes_into_its_figure_and_names_it():
     assert '<figcaption><strong>Loss.</strong> It falls, by <span class="arithmatex"><math' in html
 
 
+def test_a_captions_formula_names_its_figure_in_words_a_screen_reader_reads():
+    caption = "**Norm.** It grows as $\\sqrt{k}$, to $2^{-24}$."
+    html = convert(f"{FIGURE}\n\n/// caption\n{caption}\n///\n")
+    assert 'aria-label="Norm. It grows as sqrt k, to 2^-24."' in html
+
+
 def test_a_widget_takes_its_title_from_the_captions_bold_lead():
     html = convert(f"{WIDGET}\n\n/// caption\n**Clip a gradient.** Drag the slider.\n///\n")
     assert html.count("<figure") == 2  # the widget and its static figure, nothing around them

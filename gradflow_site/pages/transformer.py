@@ -114,7 +114,7 @@ def profile_figure(profiles: dict, depth: int) -> str:
     plain_log_ticks(ax)
     ax.set_xlabel(f"block (1 = next to the embeddings, {depth} = next to the output)")
     ax.set_ylabel("gradient norm / block L's")
-    ax.legend(ncols=2, fontsize="small")
+    ax.legend(fontsize="small")  # one column: two are wider than a phone's axes
     return svg(fig)
 
 
