@@ -191,8 +191,10 @@ def test_train_no_rank_holds_the_whole_model_while_building_it(train):
     for r in ranks:
         assert r["shard"] < 0.51 * r["full"]
         # built whole and then sharded (the script before issue 43), a rank grew by more than
-        # the whole model; built on the meta device, by its shard and a parameter at a time
-        assert r["shard"] <= r["grown"] < r["full"], r
+        # the whole model; built on the meta device, by about its shard (the allocator may
+        # reuse a few MiB the process freed before: 0.97 of the shard seen once) and a
+        # parameter at a time
+        assert 0.9 * r["shard"] <= r["grown"] < r["full"], r
 
 
 # ---- checkpoints: resume
