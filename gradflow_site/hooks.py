@@ -7,6 +7,8 @@
 - `on_files`: every chapter's code starts running at once, in a process pool
   (gradflow_site/run.py), and MkDocs renders the pages as their runs finish; an executed lab
   (labs/run/<name>.ipynb in the nav) is added as a page for mkdocs-jupyter to render.
+- `on_env`: once every page is read, the files go back to the docs' order, so the sitemap and
+  the search index list them the same in every build.
 - `on_pre_page`: an executed lab is written from its chapter's run before mkdocs-jupyter reads
   it (gradflow_site/labs.py), so a chapter's code runs once per build.
 - `on_page_context`: an executed lab stays out of the search index (it repeats its chapter).
@@ -30,6 +32,7 @@ from mkdocs.plugins import event_priority
 
 log = logging.getLogger("mkdocs.hooks.gradflow")
 ROOT = Path(__file__).resolve().parents[1]
+_docs_order: list[str] = []  # the files as MkDocs found them (on_files), for on_env
 
 
 def _git(*args: str) -> str | None:
@@ -80,6 +83,7 @@ def on_files(files, config, **kwargs):
     # MkDocs renders the pages in the order of `files`: the order their runs finish, so that it
     # renders each while the workers run the next ones
     order = {path.split("/", 1)[1]: n for n, path in enumerate(run.start(pages))}
+    _docs_order[:] = [f.src_uri for f in files]  # on_env puts them back for the sitemap and search
     files = Files(sorted(files, key=lambda f: order.get(f.src_uri, -1)))
     for uri in labs.executed(config.nav):
         folder = ROOT / "build" / "labs-run"
@@ -87,6 +91,16 @@ def on_files(files, config, **kwargs):
         (folder / uri).touch()
         files.append(File(uri, str(folder), config.site_dir, config.use_directory_urls))
     return files
+
+
+def on_env(env, config, files, **kwargs):
+    # every page is read: the site lists them (sitemap, search index) in the docs' order, not in
+    # the order this build's runs finished, so that two builds write the same bytes
+    rank = {uri: n for n, uri in enumerate(_docs_order)}
+    for file in sorted(files, key=lambda f: rank.get(f.src_uri, len(rank))):
+        files.remove(file)
+        files.append(file)
+    return env
 
 
 @event_priority(100)  # before mkdocs-jupyter reads the notebook

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -133,3 +134,19 @@ def test_build_date_comes_from_the_last_commit(monkeypatch):
     )
     monkeypatch.setenv("SOURCE_DATE_EPOCH", str(int(epoch) + 3 * 86400))
     assert get_build_date() != day  # MkDocs does read it: the date is not simply today's
+
+
+@pytest.mark.build
+def test_the_sitemap_keeps_the_docs_order_whatever_order_the_runs_finish(tmp_path):
+    # MkDocs reads the pages in the order their runs finish; the last build's timings put b's
+    # run first here, and the sitemap (and the search index) must still follow the docs
+    block = '```python exec="1" session="{0}"\nprint("{0}")\n```\n'
+    pages = {"index.md": "# Home\n", **{f"{n}.md": f"# {n}\n\n" + block.format(n) for n in "ab"}}
+    cfg = child_config(tmp_path / "project", pages)
+    site = tmp_path / "site"
+    Path(f"{site}.cache").mkdir()
+    Path(f"{site}.cache", "seconds.json").write_text('{"docs/a.md": 0.1, "docs/b.md": 9.0}')
+    result = mkdocs_build(site, config=cfg)
+    assert result.returncode == 0, result.stdout + result.stderr
+    locs = re.findall(r"<loc>[^<]*/gradient-flow/([^<]*)</loc>", (site / "sitemap.xml").read_text())
+    assert locs == ["", "a/", "b/"]
