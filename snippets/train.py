@@ -1,8 +1,7 @@
 """Train a small GPT on a text, one token per byte: `python train.py` on one process, or
-`torchrun --standalone --nproc-per-node 2 train.py` on two (FSDP2). Needs PyTorch 2.7 or later
-(and NumPy for checkpoints under torchrun: torch.distributed sends objects with it) and a text:
---data, by default shakespeare.txt, which https://gradient-flow.github.io/gradient-flow/train/
-serves beside this file.
+`torchrun --standalone --nproc-per-node 2 train.py` on two (FSDP2). Needs Python 3.11 and
+PyTorch 2.7 or later (and NumPy for checkpoints under torchrun), and a text: --data, by default
+shakespeare.txt, served beside this file at https://gradient-flow.github.io/gradient-flow/train/
 """
 
 import argparse
@@ -253,17 +252,12 @@ def complete(ckpt_dir):  # finished checkpoints, oldest first (a save renames it
     return sorted((p for p in found if p.name[5:].isdigit()), key=lambda p: int(p.name[5:]))
 
 
-def checksums(folder, names):  # each rank hashes its share of the files, once they are on disk
-    mine = {}
+def checksums(folder, names):  # each rank hashes its share of the files (dcp fsyncs them)
     rank, world = ranks()
-    for name in names[rank::world]:
-        if (folder / name).is_file():
-            fsync(folder / name)
-            with open(folder / name, "rb") as f:
-                h = hashlib.sha256()
-                for chunk in iter(partial(f.read, 1 << 24), b""):
-                    h.update(chunk)
-            mine[name] = h.hexdigest()
+    mine = {}
+    for name in (n for n in names[rank::world] if (folder / n).is_file()):
+        with open(folder / name, "rb") as f:
+            mine[name] = hashlib.file_digest(f, "sha256").hexdigest()
     every = [mine] * world
     collective("all_gather_object", every, mine)
     return {name: digest for part in every for name, digest in part.items()}
@@ -303,8 +297,7 @@ def save(cfg, run_id, model, opt, scaler, step, counts):
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
         fsync(tmp / "manifest.json")
         fsync(tmp)
-        if final.exists():  # the same step saved again
-            shutil.rmtree(final)
+        shutil.rmtree(final, ignore_errors=True)  # the same step saved before
         os.replace(tmp, final)  # the save becomes complete at once
         fsync(final.parent)
         for old in complete(cfg.ckpt_dir)[: -cfg.keep]:
@@ -351,11 +344,10 @@ STEERING += " peak_flops ckpt_dir save_every keep resume max_seconds max_bad_ste
 
 
 def train(cfg, stop=None):
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda":  # torchrun's LOCAL_RANK: this process's GPU on its node
-        device = f"cuda:{os.environ.get('LOCAL_RANK', 0)}"
-        torch.cuda.set_device(device)
-    device, gpu = torch.device(device), device != "cpu"  # NCCL binds each rank to its GPU
+    gpu = torch.cuda.is_available()  # torchrun's LOCAL_RANK: this process's GPU on its node
+    device = torch.device(f"cuda:{os.environ.get('LOCAL_RANK', 0)}" if gpu else "cpu")
+    if gpu:
+        torch.cuda.set_device(device)  # NCCL binds each rank to its GPU
     if "RANK" in os.environ:  # torchrun's, with the rendezvous; python train.py runs alone
         dist.init_process_group("nccl" if gpu else "gloo", device_id=device if gpu else None)
     try:
@@ -461,12 +453,8 @@ def run(cfg, device, stop):
 
 # --8<-- [start:main]
 def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="train.py",
-        description="Train a small GPT on a text, one token per byte. Needs PyTorch 2.7 or later.",
-        epilog="On two processes: torchrun --standalone --nproc-per-node 2 train.py [flags]",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    formatter = argparse.ArgumentDefaultsHelpFormatter  # --help gives each flag's default
+    parser = argparse.ArgumentParser("train.py", description=__doc__, formatter_class=formatter)
     for f in dataclasses.fields(Config):
         how = {"action": argparse.BooleanOptionalAction} if f.type is bool else {"type": f.type}
         name, (help, choices, _) = "--" + f.name.replace("_", "-"), f.metadata.values()

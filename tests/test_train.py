@@ -506,7 +506,7 @@ def test_train_help_describes_every_flag_with_its_default(train, capsys):
     with pytest.raises(SystemExit):
         train.main(["--help"])
     text = capsys.readouterr().out
-    assert "Needs PyTorch 2.7 or later" in " ".join(text.split())
+    assert "Needs Python 3.11 and PyTorch 2.7 or later" in " ".join(text.split())
     options = re.split(r"\n  (?=-)", text.split("options:", 1)[1])
     entries = {e.split()[0].rstrip(","): " ".join(e.split()) for e in options if e.strip()}
     for f in train.dataclasses.fields(train.Config):
@@ -570,8 +570,8 @@ def test_train_runs_copied_alone_with_only_torch(tmp_path):
 
 
 def test_train_script_stays_under_about_450_lines():
-    # 487 lines: the guards and checkpoint checks cost about 40 more than "about 450"
-    assert len(SCRIPT.read_text(encoding="utf-8").splitlines()) <= 490
+    # 476 lines, model included: the guards and checkpoint checks cost about 25 more than 450
+    assert len(SCRIPT.read_text(encoding="utf-8").splitlines()) <= 476
 
 
 def test_train_text_is_served_beside_the_script():
