@@ -263,12 +263,6 @@ def checksums(folder, names):  # each rank hashes its share of the files (dcp fs
     return {name: digest for part in every for name, digest in part.items()}
 
 
-def alone(io, state, path):  # dcp.save or dcp.load; without a process group, quietly alone
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "torch.distributed is disabled, unavailable or uninit")
-        return io(state, checkpoint_id=path, no_dist=not dist.is_initialized())
-
-
 def fsync(path):  # a file or a folder
     fd = os.open(path, os.O_RDONLY)
     os.fsync(fd)
@@ -290,7 +284,7 @@ def save(cfg, run_id, model, opt, scaler, step, counts):
     collective("barrier")
     model_state, optim_state = get_state_dict(model, opt)
     state = {"model": model_state, "optim": optim_state, "scaler": scaler.state_dict()}
-    alone(dcp.save, state, tmp)
+    dcp.save(state, checkpoint_id=tmp)  # without a process group, this process alone
     files = checksums(tmp, sorted(os.listdir(tmp)))  # every rank's files are written by now
     if rank == 0:
         manifest = dict(step=step, counts=counts, run=run_id, files=files, torch=torch.__version__)
@@ -331,7 +325,7 @@ def load(cfg, run_id, model, opt, scaler):
         )
     model_state, optim_state = get_state_dict(model, opt)
     state = {"model": model_state, "optim": optim_state, "scaler": scaler.state_dict()}
-    alone(dcp.load, state, path)
+    dcp.load(state, checkpoint_id=path)
     set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
     scaler.load_state_dict(state["scaler"])
     return manifest["step"], manifest["counts"]
@@ -344,14 +338,17 @@ STEERING += " peak_flops ckpt_dir save_every keep resume max_seconds max_bad_ste
 
 
 def train(cfg, stop=None):
-    gpu = torch.cuda.is_available()  # torchrun's LOCAL_RANK: this process's GPU on its node
-    device = torch.device(f"cuda:{os.environ.get('LOCAL_RANK', 0)}" if gpu else "cpu")
-    if gpu:
-        torch.cuda.set_device(device)  # NCCL binds each rank to its GPU
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda":  # torchrun's LOCAL_RANK: this process's GPU on its node
+        device = f"cuda:{os.environ.get('LOCAL_RANK', 0)}"
+        torch.cuda.set_device(device)
+    device, gpu = torch.device(device), device != "cpu"  # NCCL binds each rank to its GPU
     if "RANK" in os.environ:  # torchrun's, with the rendezvous; python train.py runs alone
         dist.init_process_group("nccl" if gpu else "gloo", device_id=device if gpu else None)
     try:
-        return run(cfg, device, stop or threading.Event())
+        with warnings.catch_warnings():  # dcp's notice that it works without a process group
+            warnings.filterwarnings("ignore", "torch.distributed is disabled, unavailable")
+            return run(cfg, device, stop or threading.Event())
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
