@@ -11,6 +11,16 @@ one after the other (the order alternates from pair to pair), each timing its ow
 the first two (compilation, allocation) and nothing else. The figure is the median, over the
 pairs, of each pair's ratio: pairing keeps the ratio meaningful while the machine's speed drifts.
 
+Both sides run with glibc's heap kept (`--heap kept`, the default): glibc's malloc hands the top
+of its heap back to the operating system once enough of it is free, so a process that frees a
+step's activations before it allocates the next step's page-faults them in again, step after
+step. Whether that happens depends on which small tensor outlives the step, not on the work: a
+loop that keeps its last loss in a variable until the next step is spared most of those page
+faults, and runs faster for that alone. Fixed trim and mmap thresholds (GLIBC_TUNABLES) keep
+freed memory in the heap for both sides alike; `--heap returned` measures with glibc's defaults.
+On CUDA the caching allocator keeps device memory anyway; on CPU, jemalloc or tcmalloc do the
+same (PyTorch's CPU performance tuning guide).
+
 On a shared machine the wall clock also counts the time a process waited for a core. `--cpu`
 compares CPU seconds instead: each side trains `--steps` (once to warm the process up, then
 again) and three times as many in one process, and the difference of the last two runs' CPU time
@@ -35,6 +45,9 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+# glibc keeps up to 1 GiB free at the top of its heap, and serves blocks up to 32 MiB (its
+# largest mmap threshold) from the heap instead of fresh mappings; other C libraries ignore it
+KEPT_HEAP = "glibc.malloc.trim_threshold=1073741824:glibc.malloc.mmap_threshold=33554432"
 SCRIPT = ROOT / "snippets" / "train.py"
 WARM_STEPS = 2
 
@@ -119,21 +132,25 @@ def cpu_per_step(kind: str, flags: list[str]) -> float:
     return (costs[2] - costs[1]) / (2 * cfg.steps)
 
 
-def _run(command: list[str]) -> subprocess.CompletedProcess:
+def _run(command: list[str], heap: str = "kept") -> subprocess.CompletedProcess:
     env = dict(os.environ, CUDA_VISIBLE_DEVICES=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
     env.pop("RANK", None)  # one process, whatever the shell holds
+    if heap == "kept":  # after the shell's own tunables, so that these two hold
+        env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES"), KEPT_HEAP]))
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     if result.returncode:
         raise SystemExit(f"{' '.join(command)} failed:\n{result.stdout}\n{result.stderr}")
     return result
 
 
-def paired(flags: list[str], pairs: int, cpu: bool = False) -> list[tuple[float, float]]:
+def paired(
+    flags: list[str], pairs: int, cpu: bool = False, heap: str = "kept"
+) -> list[tuple[float, float]]:
     """Return (train.py tokens/s, plain loop tokens/s) for each pair, run one after the other
-    (per CPU second with `cpu`)."""
+    (per CPU second with `cpu`), both with glibc's heap `heap` ("kept" or "returned")."""
     cfg = config(flags)
     if cpu:
-        return _paired_cpu(cfg, flags, pairs)
+        return _paired_cpu(cfg, flags, pairs, heap)
     quiet = ["--print-every", "0", "--eval-every", str(cfg.steps)]
     out = []
     with tempfile.TemporaryDirectory(prefix="plain-loop-") as tmp:
@@ -152,7 +169,7 @@ def paired(flags: list[str], pairs: int, cpu: bool = False) -> list[tuple[float,
             the_loop = [sys.executable, "-m", "tools.plain_loop", "--plain", "--", *flags]
             speeds = {}
             for name, command in [("script", the_script), ("loop", the_loop)][:: 1 - 2 * (i % 2)]:
-                printed = _run(command).stdout
+                printed = _run(command, heap).stdout
                 if name == "script":
                     speeds[name] = json.loads(log.read_text().splitlines()[-1])["tokens_per_s"]
                 else:
@@ -167,14 +184,14 @@ def paired(flags: list[str], pairs: int, cpu: bool = False) -> list[tuple[float,
     return out
 
 
-def _paired_cpu(cfg, flags: list[str], pairs: int) -> list[tuple[float, float]]:
+def _paired_cpu(cfg, flags: list[str], pairs: int, heap: str) -> list[tuple[float, float]]:
     tokens = cfg.accum_steps * cfg.micro_batch * cfg.seq_len  # per step
     out = []
     for i in range(pairs):
         speeds = {}
         for kind in ("script", "plain")[:: 1 - 2 * (i % 2)]:
             command = [sys.executable, "-m", "tools.plain_loop", "--cpu-of", kind, "--", *flags]
-            seconds = json.loads(_run(command).stdout.splitlines()[-1])["cpu_per_step"]
+            seconds = json.loads(_run(command, heap).stdout.splitlines()[-1])["cpu_per_step"]
             speeds[kind] = tokens / seconds
         out.append((speeds["script"], speeds["plain"]))
         print(
@@ -192,6 +209,12 @@ def main(argv: list[str] | None = None) -> float | None:
     )
     parser.add_argument("--pairs", type=int, default=5, help="pairs of runs (default: 5)")
     parser.add_argument("--cpu", action="store_true", help="compare CPU seconds, not wall time")
+    parser.add_argument(
+        "--heap",
+        choices=("kept", "returned"),
+        default="kept",
+        help="glibc keeps freed memory for both sides (default), or returns it to the system",
+    )
     parser.add_argument("--plain", action="store_true", help="run the plain loop once, alone")
     parser.add_argument("--cpu-of", choices=("script", "plain"), help="one side of --cpu, alone")
     args, flags = parser.parse_known_args(argv)
@@ -205,7 +228,9 @@ def main(argv: list[str] | None = None) -> float | None:
         return None
     if args.pairs < 1:
         parser.error(f"--pairs must be at least 1, got {args.pairs}")
-    ratios = [a / b for a, b in paired(flags, args.pairs, args.cpu)]
+    tunables = f" (GLIBC_TUNABLES={KEPT_HEAP})" if args.heap == "kept" else ""
+    print(f"glibc's heap {args.heap}{tunables}", flush=True)
+    ratios = [a / b for a, b in paired(flags, args.pairs, args.cpu, args.heap)]
     median = statistics.median(ratios)
     print(f"median ratio train.py / plain loop over {len(ratios)} pairs: {median:.3f}")
     return median
